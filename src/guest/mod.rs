@@ -1,0 +1,1 @@
+//! Linux test guest: image builder wrapper and QEMU runner.

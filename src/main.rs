@@ -1,0 +1,95 @@
+//! The `vssd` command line.
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+use vssd::profile::{Profile, presets};
+use vssd::size::{format_size, parse_size};
+
+#[derive(Parser)]
+#[command(name = "vssd", version, about = "An SSD that does not exist: an emulated flash drive for QEMU guests")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// List built-in drive profiles, or show one as editable TOML.
+    Profiles {
+        #[command(subcommand)]
+        what: Option<ProfilesCmd>,
+    },
+}
+
+#[derive(Subcommand)]
+enum ProfilesCmd {
+    /// Print a profile (preset name or file) as TOML, with predicted figures.
+    Show {
+        /// Preset name or TOML file.
+        name: String,
+        /// Override the exported capacity (geometry scaled, OP ratio kept).
+        #[arg(long, value_parser = parse_size)]
+        capacity: Option<u64>,
+    },
+}
+
+fn profiles(what: Option<ProfilesCmd>) -> Result<(), Box<dyn std::error::Error>> {
+    match what {
+        None => {
+            for name in presets::NAMES {
+                let p = Profile::load(name)?;
+                println!(
+                    "{:<15} {:>9}  {}",
+                    name,
+                    format_size(p.geometry.exported_capacity.0),
+                    p.description
+                );
+            }
+        }
+        Some(ProfilesCmd::Show { name, capacity }) => {
+            let p = Profile::load_with_capacity(&name, capacity)?;
+            let pr = p.predict();
+            let mbs = |v: f64| {
+                if v.is_finite() { format!("{:.0} MB/s", v / 1e6) } else { "unlimited".into() }
+            };
+            println!("# {}", p.description);
+            println!(
+                "# raw {} / exported {} / over-provisioning {:.1} %",
+                format_size(p.raw_capacity()),
+                format_size(p.geometry.exported_capacity.0),
+                p.op_ratio() * 100.0
+            );
+            println!(
+                "# predicted fresh: sequential write {}, sequential read {} (link {}, channels {}, NAND program {})",
+                mbs(pr.seq_write_bytes_s),
+                mbs(pr.seq_read_bytes_s),
+                mbs(pr.link_bytes_s),
+                mbs(pr.channel_bytes_s),
+                mbs(pr.nand_program_bytes_s)
+            );
+            print!("{}", p.to_toml());
+        }
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Profiles { what } => profiles(what),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("vssd: error: {e}");
+            let mut src = e.source();
+            while let Some(s) = src {
+                eprintln!("  caused by: {s}");
+                src = s.source();
+            }
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! The SSD model: pure and deterministic. No I/O, no clock, no threads.
+//!
+//! The caller passes the time in (`now_ns`); the model returns when each
+//! request completes and keeps the FTL state. See `docs/model.md`.
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::profile::Profile;
+
+/// What the host asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Op {
+    /// Read `len` bytes at `offset`.
+    Read,
+    /// Write `len` bytes at `offset`.
+    Write,
+    /// TRIM / DISCARD / deallocate.
+    Trim,
+    /// Flush the write buffer to NAND.
+    Flush,
+    /// Write zeroes; with `unmap` the drive may deallocate instead.
+    WriteZeroes {
+        /// Deallocate instead of writing (virtio-blk WRITE_ZEROES_FLAG_UNMAP).
+        unmap: bool,
+    },
+}
+
+/// What the written data looks like (for drives that compress; a hint only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum Payload {
+    /// Nothing known.
+    #[default]
+    Unknown,
+    /// `percent` of the data compresses away (fio's buffer_compress_percentage).
+    Compressible {
+        /// 0..=100.
+        percent: u8,
+    },
+    /// All zeroes.
+    Zeroes,
+}
+
+/// One host request: byte offset and length (Flush: both 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Request {
+    /// The operation.
+    pub op: Op,
+    /// Byte offset, a multiple of 512.
+    pub offset: u64,
+    /// Byte length, a multiple of 512.
+    pub len: u64,
+    /// Data hint for writes.
+    pub payload: Payload,
+}
+
+/// When the drive finishes a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Completion {
+    /// Submission time as seen by the model (clamped to be non-decreasing).
+    pub submit_ns: u64,
+    /// Completion time.
+    pub done_ns: u64,
+}
+
+/// A request the drive refuses; the model state is untouched.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum ModelError {
+    /// Beyond the exported capacity (or overflowing).
+    #[error("request {offset}+{len} is outside the drive ({capacity} bytes)")]
+    OutOfRange {
+        /// Offset.
+        offset: u64,
+        /// Length.
+        len: u64,
+        /// Exported capacity.
+        capacity: u64,
+    },
+    /// Not sector-aligned.
+    #[error("request offset {offset} or length {len} is not a multiple of 512")]
+    Misaligned {
+        /// Offset.
+        offset: u64,
+        /// Length.
+        len: u64,
+    },
+}
+
+/// All counters; field names are stable (they appear under `vssd` in JSON output).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Counters {
+    /// Bytes read by the host.
+    pub host_read_bytes: u64,
+    /// Bytes written by the host (WRITE and non-unmapping WRITE_ZEROES).
+    pub host_written_bytes: u64,
+    /// Bytes the host asked to TRIM (and unmapping WRITE_ZEROES).
+    pub host_trimmed_bytes: u64,
+    /// Read commands.
+    pub host_read_cmds: u64,
+    /// Write commands.
+    pub host_write_cmds: u64,
+    /// TRIM commands.
+    pub host_trim_cmds: u64,
+    /// FLUSH commands.
+    pub host_flush_cmds: u64,
+    /// NAND page reads (host reads, read-modify-write and GC).
+    pub nand_pages_read: u64,
+    /// NAND pages programmed (one per plane of a multi-plane program).
+    pub nand_pages_programmed: u64,
+    /// Bytes programmed to NAND, padding included.
+    pub nand_bytes_programmed: u64,
+    /// Block erases.
+    pub erases: u64,
+    /// Mapping units copied by GC.
+    pub gc_copies: u64,
+    /// Blocks reclaimed by GC.
+    pub gc_victims: u64,
+    /// Foreground GC victims (host writes waited).
+    pub fg_gc_victims: u64,
+    /// Background GC victims (done in idle time).
+    pub bg_gc_victims: u64,
+    /// Mapping units read back for sub-unit writes.
+    pub rmw_reads: u64,
+    /// Total time host writes waited for write-buffer space, ns.
+    pub buffer_stall_ns: u64,
+    /// NAND bytes programmed / host bytes written (0 before any write).
+    pub write_amplification: f64,
+    /// Free (erased) blocks now, all dies.
+    pub free_blocks: u64,
+    /// All blocks (a block spans the planes of a die).
+    pub total_blocks: u64,
+    /// Logical mapping units currently mapped.
+    pub mapped_units: u64,
+    /// Logical mapping units exported.
+    pub total_units: u64,
+    /// Lowest erase count of any block.
+    pub erase_count_min: u32,
+    /// Mean erase count.
+    pub erase_count_avg: f64,
+    /// Highest erase count of any block.
+    pub erase_count_max: u32,
+}
+
+/// A data-free way to age the drive in model time (`vssd ctl precondition`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Precondition {
+    /// One sequential pass over the whole drive with `bs` writes at QD 32.
+    FillSequential {
+        /// Write size.
+        bs: u64,
+    },
+    /// Uniformly random aligned `bs` writes at QD 32, `amount` bytes in total.
+    Random {
+        /// Write size.
+        bs: u64,
+        /// Total bytes.
+        amount: u64,
+    },
+    /// TRIM the whole drive.
+    TrimAll,
+}
+
+mod ssd;
+pub use ssd::{PersistError, Ssd};

@@ -1,0 +1,595 @@
+//! Drive profiles: every parameter of the model, loaded from TOML and validated.
+//!
+//! A profile is either a built-in preset (see [`presets`]) or a TOML file with
+//! the same fields. [`Profile::load`] accepts either a preset name or a path.
+//! Validation errors name the field and the allowed range.
+
+pub mod presets;
+
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use thiserror::Error;
+
+use crate::size::{format_size, parse_size};
+
+/// Errors from loading or validating a profile.
+#[derive(Debug, Error)]
+pub enum ProfileError {
+    /// Not a preset name and not a readable file.
+    #[error("profile {name:?} is neither a built-in preset ({presets}) nor a readable file: {source}")]
+    NotFound {
+        /// What the user gave.
+        name: String,
+        /// Comma-separated list of preset names.
+        presets: String,
+        /// Why the file could not be read.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The TOML does not parse or has fields of the wrong type.
+    #[error("profile {origin}: {message}")]
+    Parse {
+        /// File or preset name.
+        origin: String,
+        /// The parser's message (it names the line and key).
+        message: String,
+    },
+    /// A field is outside its allowed range.
+    #[error("profile {origin}: field `{field}` = {value}: {allowed}")]
+    Invalid {
+        /// File or preset name.
+        origin: String,
+        /// Dotted field name, e.g. `geometry.pages_per_block`.
+        field: String,
+        /// The offending value.
+        value: String,
+        /// The allowed range or rule.
+        allowed: String,
+    },
+}
+
+/// A size field written as a string with a suffix (`"8KiB"`) or a plain integer of bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bytes(pub u64);
+
+impl Serialize for Bytes {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format_size(self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for Bytes {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(u64),
+            Str(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Int(v) => Ok(Bytes(v)),
+            Raw::Str(s) => parse_size(&s).map(Bytes).map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// Host interface kind; sets the default usable link bandwidth.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Interface {
+    /// SATA 1.5 Gb/s.
+    #[serde(rename = "sata-1.5g")]
+    Sata1_5,
+    /// SATA 3 Gb/s.
+    #[serde(rename = "sata-3g")]
+    Sata3,
+    /// SATA 6 Gb/s.
+    #[serde(rename = "sata-6g")]
+    Sata6,
+    /// NVMe over PCIe 3.0 x4.
+    #[serde(rename = "pcie3-x4")]
+    Pcie3x4,
+    /// NVMe over PCIe 4.0 x4.
+    #[serde(rename = "pcie4-x4")]
+    Pcie4x4,
+    /// No link limit beyond `bandwidth_mb_s` (used by `instant`).
+    #[serde(rename = "none")]
+    None,
+}
+
+impl Interface {
+    /// Usable bandwidth in MB/s (10^6 bytes/s) from the reference tables.
+    pub fn default_bandwidth_mb_s(self) -> f64 {
+        match self {
+            Interface::Sata1_5 => 140.0,
+            Interface::Sata3 => 280.0,
+            Interface::Sata6 => 550.0,
+            Interface::Pcie3x4 => 3500.0,
+            Interface::Pcie4x4 => 7000.0,
+            Interface::None => 0.0,
+        }
+    }
+
+    /// Whether this is a SATA link (32-tag NCQ).
+    pub fn is_sata(self) -> bool {
+        matches!(self, Interface::Sata1_5 | Interface::Sata3 | Interface::Sata6)
+    }
+}
+
+/// Host side: link, queueing, controller.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Host {
+    /// Interface kind.
+    pub interface: Interface,
+    /// Usable link bandwidth in MB/s; 0 = the interface's default (or unlimited for `none`).
+    #[serde(default)]
+    pub bandwidth_mb_s: f64,
+    /// Commands the drive accepts at once (32 for SATA NCQ).
+    pub queue_depth: u32,
+    /// Controller time per command, in ns; the controller handles one command at a time.
+    pub command_overhead_ns: u64,
+    /// Controller time per mapping unit trimmed, in ns.
+    #[serde(default)]
+    pub trim_ns_per_unit: u64,
+}
+
+/// Flash geometry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Geometry {
+    /// Independent channels (buses) from controller to NAND.
+    pub channels: u32,
+    /// Dies (LUNs) per channel.
+    pub dies_per_channel: u32,
+    /// Planes per die; multi-plane operations program or read one page per plane at once.
+    pub planes_per_die: u32,
+    /// Erase blocks per plane.
+    pub blocks_per_plane: u32,
+    /// Pages per erase block.
+    pub pages_per_block: u32,
+    /// NAND page size.
+    pub page_size: Bytes,
+    /// Mapping unit (logical page) size: a divisor of the page size, at least 512 bytes.
+    pub mapping_unit: Bytes,
+    /// Capacity exported to the host; the rest of the raw NAND is over-provisioning.
+    pub exported_capacity: Bytes,
+}
+
+/// NAND timings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Nand {
+    /// Page read time (tR), µs.
+    pub t_read_us: f64,
+    /// Page program time (tPROG), µs.
+    pub t_prog_us: f64,
+    /// Block erase time (tBERS), µs.
+    pub t_erase_us: f64,
+    /// Channel transfer rate, MB/s (0 = instantaneous).
+    pub channel_mb_s: f64,
+}
+
+/// DRAM write buffer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Buffer {
+    /// Write-buffer size; 0 = writes complete only when programmed.
+    pub size: Bytes,
+}
+
+/// Garbage-collection victim policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GcPolicy {
+    /// Fewest valid pages first.
+    Greedy,
+    /// Highest age × (1 − u) / 2u first (Rosenblum & Ousterhout, LFS).
+    CostBenefit,
+}
+
+/// Garbage collection.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Gc {
+    /// Victim selection.
+    pub policy: GcPolicy,
+    /// Foreground GC runs, stalling host writes, when a die's free blocks fall below this.
+    pub fg_threshold_blocks: u32,
+    /// Host idle time after which background GC starts, ms (0 = no background GC).
+    pub bg_idle_ms: f64,
+    /// Background GC works until each die has this many free blocks.
+    pub bg_target_blocks: u32,
+}
+
+/// A complete drive profile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// Short name (preset name or user's).
+    pub name: String,
+    /// One line saying what the profile represents.
+    #[serde(default)]
+    pub description: String,
+    /// Host link and controller.
+    pub host: Host,
+    /// Geometry.
+    pub geometry: Geometry,
+    /// NAND timings.
+    pub nand: Nand,
+    /// Write buffer.
+    pub buffer: Buffer,
+    /// Garbage collection.
+    pub gc: Gc,
+}
+
+/// Predicted throughput figures derived analytically from a profile's parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Predicted {
+    /// Sequential write bandwidth on a fresh drive, bytes/s.
+    pub seq_write_bytes_s: f64,
+    /// Sequential read bandwidth, bytes/s.
+    pub seq_read_bytes_s: f64,
+    /// Limit set by the host link, bytes/s (infinite when unlimited).
+    pub link_bytes_s: f64,
+    /// Limit set by NAND programming on all dies, bytes/s.
+    pub nand_program_bytes_s: f64,
+    /// Limit set by the channels, bytes/s.
+    pub channel_bytes_s: f64,
+}
+
+fn invalid(origin: &str, field: &str, value: impl ToString, allowed: &str) -> ProfileError {
+    ProfileError::Invalid {
+        origin: origin.to_string(),
+        field: field.to_string(),
+        value: value.to_string(),
+        allowed: allowed.to_string(),
+    }
+}
+
+impl Profile {
+    /// Load a preset by name, or else a TOML file by path.
+    pub fn load(name_or_path: &str) -> Result<Profile, ProfileError> {
+        if let Some(text) = presets::get(name_or_path) {
+            return Profile::from_toml(text, name_or_path);
+        }
+        let text = std::fs::read_to_string(Path::new(name_or_path)).map_err(|source| {
+            ProfileError::NotFound {
+                name: name_or_path.to_string(),
+                presets: presets::NAMES.join(", "),
+                source,
+            }
+        })?;
+        Profile::from_toml(&text, name_or_path)
+    }
+
+    /// Load, then override the exported capacity if `capacity` is given.
+    pub fn load_with_capacity(
+        name_or_path: &str,
+        capacity: Option<u64>,
+    ) -> Result<Profile, ProfileError> {
+        let p = Profile::load(name_or_path)?;
+        match capacity {
+            Some(c) => p.with_capacity(c),
+            None => Ok(p),
+        }
+    }
+
+    /// Parse and validate TOML text; `origin` names it in errors.
+    pub fn from_toml(text: &str, origin: &str) -> Result<Profile, ProfileError> {
+        let p: Profile = toml::from_str(text).map_err(|e| ProfileError::Parse {
+            origin: origin.to_string(),
+            message: e.to_string(),
+        })?;
+        p.validate(origin)?;
+        Ok(p)
+    }
+
+    /// Serialise as TOML a user can copy and edit.
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).expect("profile serialises")
+    }
+
+    /// Raw NAND capacity in bytes.
+    pub fn raw_capacity(&self) -> u64 {
+        let g = &self.geometry;
+        g.channels as u64
+            * g.dies_per_channel as u64
+            * g.planes_per_die as u64
+            * g.blocks_per_plane as u64
+            * g.pages_per_block as u64
+            * g.page_size.0
+    }
+
+    /// Over-provisioning ratio: (raw − exported) / exported.
+    pub fn op_ratio(&self) -> f64 {
+        let e = self.geometry.exported_capacity.0 as f64;
+        (self.raw_capacity() as f64 - e) / e
+    }
+
+    /// Number of dies.
+    pub fn dies(&self) -> u32 {
+        self.geometry.channels * self.geometry.dies_per_channel
+    }
+
+    /// Usable link bandwidth in bytes/s; `f64::INFINITY` when unlimited.
+    pub fn link_bytes_s(&self) -> f64 {
+        let mb = if self.host.bandwidth_mb_s > 0.0 {
+            self.host.bandwidth_mb_s
+        } else {
+            self.host.interface.default_bandwidth_mb_s()
+        };
+        if mb > 0.0 { mb * 1e6 } else { f64::INFINITY }
+    }
+
+    /// Return a copy exporting `capacity` bytes: blocks per plane scaled so the
+    /// over-provisioning ratio stays what it was, everything else unchanged.
+    pub fn with_capacity(&self, capacity: u64) -> Result<Profile, ProfileError> {
+        let origin = format!("{} (--capacity {})", self.name, format_size(capacity));
+        let unit = self.geometry.mapping_unit.0;
+        if capacity == 0 || capacity % unit != 0 {
+            return Err(invalid(
+                &origin,
+                "--capacity",
+                capacity,
+                &format!("must be a positive multiple of the mapping unit ({unit} bytes)"),
+            ));
+        }
+        let mut p = self.clone();
+        let ratio = self.raw_capacity() as f64 / self.geometry.exported_capacity.0 as f64;
+        let g = &self.geometry;
+        let per_block_plane = g.channels as u64
+            * g.dies_per_channel as u64
+            * g.planes_per_die as u64
+            * g.pages_per_block as u64
+            * g.page_size.0;
+        let want_raw = capacity as f64 * ratio;
+        let bpp = (want_raw / per_block_plane as f64).ceil().max(1.0) as u64;
+        if bpp > u32::MAX as u64 {
+            return Err(invalid(&origin, "--capacity", capacity, "too large for this geometry"));
+        }
+        p.geometry.blocks_per_plane = bpp as u32;
+        p.geometry.exported_capacity = Bytes(capacity);
+        p.validate(&origin)?;
+        Ok(p)
+    }
+
+    /// Check every field against its allowed range.
+    pub fn validate(&self, origin: &str) -> Result<(), ProfileError> {
+        let g = &self.geometry;
+        let chk = |ok: bool, field: &str, value: String, allowed: &str| {
+            if ok { Ok(()) } else { Err(invalid(origin, field, value, allowed)) }
+        };
+        chk(!self.name.is_empty(), "name", "\"\"".into(), "must not be empty")?;
+        chk(
+            (1..=1024).contains(&self.host.queue_depth),
+            "host.queue_depth",
+            self.host.queue_depth.to_string(),
+            "allowed range 1..=1024",
+        )?;
+        chk(
+            self.host.bandwidth_mb_s >= 0.0 && self.host.bandwidth_mb_s.is_finite(),
+            "host.bandwidth_mb_s",
+            self.host.bandwidth_mb_s.to_string(),
+            "must be >= 0 (0 = interface default)",
+        )?;
+        chk(
+            self.host.command_overhead_ns <= 100_000_000,
+            "host.command_overhead_ns",
+            self.host.command_overhead_ns.to_string(),
+            "allowed range 0..=100000000",
+        )?;
+        chk(
+            self.host.trim_ns_per_unit <= 1_000_000,
+            "host.trim_ns_per_unit",
+            self.host.trim_ns_per_unit.to_string(),
+            "allowed range 0..=1000000",
+        )?;
+        chk(
+            (1..=64).contains(&g.channels),
+            "geometry.channels",
+            g.channels.to_string(),
+            "allowed range 1..=64",
+        )?;
+        chk(
+            (1..=64).contains(&g.dies_per_channel),
+            "geometry.dies_per_channel",
+            g.dies_per_channel.to_string(),
+            "allowed range 1..=64",
+        )?;
+        chk(
+            (1..=8).contains(&g.planes_per_die),
+            "geometry.planes_per_die",
+            g.planes_per_die.to_string(),
+            "allowed range 1..=8",
+        )?;
+        chk(
+            (2..=16384).contains(&g.pages_per_block),
+            "geometry.pages_per_block",
+            g.pages_per_block.to_string(),
+            "allowed range 2..=16384",
+        )?;
+        let ps = g.page_size.0;
+        chk(
+            ps.is_power_of_two() && (512..=65536).contains(&ps),
+            "geometry.page_size",
+            format_size(ps),
+            "a power of two from 512B to 64KiB",
+        )?;
+        let mu = g.mapping_unit.0;
+        chk(
+            mu.is_power_of_two() && mu >= 512 && mu <= ps,
+            "geometry.mapping_unit",
+            format_size(mu),
+            &format!("a power of two from 512B to the page size ({})", format_size(ps)),
+        )?;
+        let min_blocks = self.gc.fg_threshold_blocks.max(self.gc.bg_target_blocks) + 4;
+        chk(
+            g.blocks_per_plane >= min_blocks,
+            "geometry.blocks_per_plane",
+            g.blocks_per_plane.to_string(),
+            &format!(
+                "must be at least {min_blocks} (GC thresholds + 4 open/spare blocks per die)"
+            ),
+        )?;
+        let exp = g.exported_capacity.0;
+        chk(
+            exp > 0 && exp % mu == 0,
+            "geometry.exported_capacity",
+            exp.to_string(),
+            &format!("a positive multiple of the mapping unit ({mu} bytes)"),
+        )?;
+        let units = exp / mu;
+        chk(
+            units < (1u64 << 32) - 1,
+            "geometry.exported_capacity",
+            format_size(exp),
+            "at most 2^32 - 2 mapping units",
+        )?;
+        let block_bytes = g.planes_per_die as u64 * g.pages_per_block as u64 * ps;
+        let reserve = self.dies() as u64 * (self.gc.fg_threshold_blocks as u64 + 2) * block_bytes;
+        let raw = self.raw_capacity();
+        chk(
+            exp + reserve <= raw,
+            "geometry.exported_capacity",
+            format_size(exp),
+            &format!(
+                "must leave room for GC: at most raw capacity {} minus {} (fg_threshold_blocks + 2 blocks on each die)",
+                format_size(raw),
+                format_size(reserve)
+            ),
+        )?;
+        chk(
+            (raw / mu) < (1u64 << 32) - 1,
+            "geometry.blocks_per_plane",
+            g.blocks_per_plane.to_string(),
+            "raw capacity must be at most 2^32 - 2 mapping units",
+        )?;
+        let n = &self.nand;
+        for (field, v) in [
+            ("nand.t_read_us", n.t_read_us),
+            ("nand.t_prog_us", n.t_prog_us),
+            ("nand.t_erase_us", n.t_erase_us),
+        ] {
+            chk(
+                v.is_finite() && (0.0..=1_000_000.0).contains(&v),
+                field,
+                v.to_string(),
+                "allowed range 0..=1000000 µs",
+            )?;
+        }
+        chk(
+            n.channel_mb_s.is_finite() && n.channel_mb_s >= 0.0,
+            "nand.channel_mb_s",
+            n.channel_mb_s.to_string(),
+            "must be >= 0 (0 = instantaneous)",
+        )?;
+        let b = self.buffer.size.0;
+        let min_buf = 2 * self.dies() as u64 * g.planes_per_die as u64 * ps;
+        chk(
+            b == 0 || (b >= min_buf && b <= (64u64 << 30)),
+            "buffer.size",
+            format_size(b),
+            &format!(
+                "0 (no write buffer) or from {} (two multi-plane pages per die) to 64GiB",
+                format_size(min_buf)
+            ),
+        )?;
+        chk(
+            (1..=1024).contains(&self.gc.fg_threshold_blocks),
+            "gc.fg_threshold_blocks",
+            self.gc.fg_threshold_blocks.to_string(),
+            "allowed range 1..=1024",
+        )?;
+        chk(
+            self.gc.bg_target_blocks <= 4096,
+            "gc.bg_target_blocks",
+            self.gc.bg_target_blocks.to_string(),
+            "allowed range 0..=4096",
+        )?;
+        chk(
+            self.gc.bg_idle_ms.is_finite() && self.gc.bg_idle_ms >= 0.0,
+            "gc.bg_idle_ms",
+            self.gc.bg_idle_ms.to_string(),
+            "must be >= 0 (0 = no background GC)",
+        )?;
+        Ok(())
+    }
+
+    /// Analytic throughput figures of a fresh drive from the parameters alone:
+    /// the minimum of host link, channel and NAND die limits, with the
+    /// controller's per-command time for 128 KiB commands.
+    pub fn predict(&self) -> Predicted {
+        let g = &self.geometry;
+        let dies = self.dies() as f64;
+        let die_page = g.planes_per_die as f64 * g.page_size.0 as f64;
+        let xfer_s = |bytes: f64| {
+            if self.nand.channel_mb_s > 0.0 {
+                bytes / (self.nand.channel_mb_s * 1e6)
+            } else {
+                0.0
+            }
+        };
+        // A die programs one multi-plane page per (transfer + tPROG); the channel
+        // is busy only for the transfer, shared by the dies on it.
+        let die_prog_s = xfer_s(die_page) + self.nand.t_prog_us * 1e-6;
+        let nand_program = if die_prog_s > 0.0 { dies * die_page / die_prog_s } else { f64::INFINITY };
+        let channel = if self.nand.channel_mb_s > 0.0 {
+            g.channels as f64 * self.nand.channel_mb_s * 1e6
+        } else {
+            f64::INFINITY
+        };
+        let die_read_s = xfer_s(die_page) + self.nand.t_read_us * 1e-6;
+        let nand_read = if die_read_s > 0.0 { dies * die_page / die_read_s } else { f64::INFINITY };
+        let link = self.link_bytes_s();
+        let cmd = 128.0 * 1024.0;
+        let ctrl = if self.host.command_overhead_ns > 0 {
+            cmd / (self.host.command_overhead_ns as f64 * 1e-9)
+        } else {
+            f64::INFINITY
+        };
+        Predicted {
+            seq_write_bytes_s: link.min(channel).min(nand_program).min(ctrl),
+            seq_read_bytes_s: link.min(channel).min(nand_read).min(ctrl),
+            link_bytes_s: link,
+            nand_program_bytes_s: nand_program,
+            channel_bytes_s: channel,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn all_presets_load_and_roundtrip() {
+        for name in presets::NAMES {
+            let p = Profile::load(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let again = Profile::from_toml(&p.to_toml(), "roundtrip").unwrap();
+            assert_eq!(p, again, "{name} round-trips through TOML");
+            assert!(p.raw_capacity() > p.geometry.exported_capacity.0);
+        }
+    }
+
+    #[test]
+    fn capacity_override_keeps_op() {
+        let p = Profile::load("sata-mlc-2011").unwrap();
+        let q = p.with_capacity(1 << 30).unwrap();
+        assert_eq!(q.geometry.exported_capacity.0, 1 << 30);
+        assert!((q.op_ratio() - p.op_ratio()).abs() < 0.02, "{} vs {}", q.op_ratio(), p.op_ratio());
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let p = Profile::load("sata-mlc-2011").unwrap();
+        let text = p.to_toml().replace("pages_per_block = 256", "pages_per_block = 1");
+        let e = Profile::from_toml(&text, "t.toml").unwrap_err().to_string();
+        assert!(e.contains("geometry.pages_per_block"), "{e}");
+        assert!(e.contains("2..=16384"), "{e}");
+        let text = p.to_toml().replace("[gc]", "[gc]\nbogus = 1");
+        let e = Profile::from_toml(&text, "t.toml").unwrap_err().to_string();
+        assert!(e.contains("bogus"), "{e}");
+        assert!(Profile::load("no-such-profile").is_err());
+        assert!(p.with_capacity(1000).is_err());
+    }
+}

@@ -1,0 +1,1 @@
+//! `vssd sim`: fio job files in model time.
