@@ -111,7 +111,13 @@ impl Geo {
         let blocks_per_die = g.blocks_per_plane;
         let physical_units = dies as u64 * blocks_per_die as u64 * units_per_block as u64;
         let us = |v: f64| (v * 1000.0).round() as u64;
-        let per_byte = |mb_s: f64| if mb_s > 0.0 && mb_s.is_finite() { 1e3 / mb_s } else { 0.0 };
+        let per_byte = |mb_s: f64| {
+            if mb_s > 0.0 && mb_s.is_finite() {
+                1e3 / mb_s
+            } else {
+                0.0
+            }
+        };
         let link = p.link_bytes_s();
         Geo {
             dies,
@@ -397,10 +403,10 @@ impl Ssd {
             }
         }
         let mut start = now;
-        if self.outstanding.len() >= self.geo.queue_depth {
-            if let Some(Reverse(t)) = self.outstanding.pop() {
-                start = start.max(t);
-            }
+        if self.outstanding.len() >= self.geo.queue_depth
+            && let Some(Reverse(t)) = self.outstanding.pop()
+        {
+            start = start.max(t);
         }
         // The controller handles one command at a time.
         start = start.max(self.ctrl_free);
@@ -425,7 +431,7 @@ impl Ssd {
         if req.op == Op::Flush {
             return Ok(());
         }
-        if req.offset % 512 != 0 || req.len % 512 != 0 {
+        if !req.offset.is_multiple_of(512) || !req.len.is_multiple_of(512) {
             return Err(ModelError::Misaligned {
                 offset: req.offset,
                 len: req.len,
@@ -504,7 +510,8 @@ impl Ssd {
             return false;
         }
         let die = self.geo.die_of_block(block) as usize;
-        let page = ((ppn % self.geo.units_per_block as u64) / self.geo.units_per_dpage as u64) as u32;
+        let page =
+            ((ppn % self.geo.units_per_block as u64) / self.geo.units_per_dpage as u64) as u32;
         [self.host_wp[die], self.gc_wp[die]]
             .iter()
             .any(|wp| wp.block == block && wp.page == page)
@@ -541,8 +548,8 @@ impl Ssd {
         let mut done = link_end;
         for (i, lpn) in (first..=last).enumerate() {
             let mut ready = (link_start + self.geo.link_ns((i as u64 + 1) * ub)).min(link_end);
-            let partial = (lpn == first && offset % ub != 0)
-                || (lpn == last && (offset + len) % ub != 0);
+            let partial = (lpn == first && !offset.is_multiple_of(ub))
+                || (lpn == last && !(offset + len).is_multiple_of(ub));
             if partial && self.l2p.get(lpn as usize) != 0 {
                 // Sub-unit write: read the rest of the unit first.
                 self.raw.rmw_reads += 1;
@@ -611,7 +618,9 @@ impl Ssd {
             }
             self.cursor = (self.cursor + 1) % self.geo.dies;
         }
-        panic!("model invariant broken: no free block on any die (exported capacity exceeds raw NAND)");
+        panic!(
+            "model invariant broken: no free block on any die (exported capacity exceeds raw NAND)"
+        );
     }
 
     fn place_on(&mut self, stream: Stream, die: usize, lpn: u64, ready: u64) -> Option<u64> {
@@ -798,7 +807,11 @@ impl Ssd {
                     let u = v as f64 / upb as f64;
                     while b != NONE {
                         let age = now.saturating_sub(self.last_write[b as usize]) as f64 + 1.0;
-                        let score = if v == 0 { f64::INFINITY } else { age * (1.0 - u) / (2.0 * u) };
+                        let score = if v == 0 {
+                            f64::INFINITY
+                        } else {
+                            age * (1.0 - u) / (2.0 * u)
+                        };
                         if best.is_none_or(|(s, _)| score > s) {
                             best = Some((score, b));
                         }
@@ -858,8 +871,7 @@ impl Ssd {
             }
             self.raw.nand_pages_read += slots.count_ones() as u64;
             let ready = self.nand_read(die, t, lpns.len() as u64 * self.geo.unit_bytes);
-            for i in 0..lpns.len() {
-                let lpn = lpns[i];
+            for &lpn in &lpns {
                 self.ensure_gc_block(die, ready);
                 self.place_on(Stream::Gc, die, lpn, ready);
                 self.raw.gc_copies += 1;
@@ -1036,7 +1048,10 @@ impl Ssd {
                 return Err(format!("lpn {lpn} maps outside NAND: {ppn}"));
             }
             if self.p2l.get(ppn as usize) != lpn + 1 {
-                return Err(format!("lpn {lpn} -> ppn {ppn}, but ppn {ppn} -> {}", self.p2l.get(ppn as usize) as i64 - 1));
+                return Err(format!(
+                    "lpn {lpn} -> ppn {ppn}, but ppn {ppn} -> {}",
+                    self.p2l.get(ppn as usize) as i64 - 1
+                ));
             }
             valid[g.block_of_ppn(ppn) as usize] += 1;
         }
@@ -1045,30 +1060,45 @@ impl Ssd {
             let e = self.p2l.get(ppn as usize);
             if e != 0 {
                 reverse += 1;
-                if e - 1 >= g.logical_units {
+                if e > g.logical_units {
                     return Err(format!("ppn {ppn} claims lpn {} beyond the drive", e - 1));
                 }
                 if self.l2p.get((e - 1) as usize) != ppn + 1 {
-                    return Err(format!("ppn {ppn} claims lpn {}, which maps elsewhere", e - 1));
+                    return Err(format!(
+                        "ppn {ppn} claims lpn {}, which maps elsewhere",
+                        e - 1
+                    ));
                 }
             }
         }
         if mapped != reverse || mapped != self.mapped_units {
-            return Err(format!("mapped {mapped}, reverse {reverse}, counter {}", self.mapped_units));
+            return Err(format!(
+                "mapped {mapped}, reverse {reverse}, counter {}",
+                self.mapped_units
+            ));
         }
         if valid != self.valid {
-            let b = (0..valid.len()).find(|&b| valid[b] != self.valid[b]).unwrap_or(0);
-            return Err(format!("block {b}: {} valid units counted, {} recorded", valid[b], self.valid[b]));
+            let b = (0..valid.len())
+                .find(|&b| valid[b] != self.valid[b])
+                .unwrap_or(0);
+            return Err(format!(
+                "block {b}: {} valid units counted, {} recorded",
+                valid[b], self.valid[b]
+            ));
         }
         let mut free = 0;
         let mut open = 0;
         for d in 0..g.dies as usize {
             for &b in &self.free[d] {
                 if self.state[b as usize] != BlockState::Free as u8 || self.valid[b as usize] != 0 {
-                    return Err(format!("free list of die {d} holds block {b} that is not free/empty"));
+                    return Err(format!(
+                        "free list of die {d} holds block {b} that is not free/empty"
+                    ));
                 }
                 if g.die_of_block(b) as usize != d {
-                    return Err(format!("free list of die {d} holds block {b} of another die"));
+                    return Err(format!(
+                        "free list of die {d} holds block {b} of another die"
+                    ));
                 }
             }
             free += self.free[d].len();
@@ -1083,8 +1113,13 @@ impl Ssd {
             for v in 0..self.heads[d].len() {
                 let mut b = self.heads[d][v];
                 while b != NONE {
-                    if self.valid[b as usize] as usize != v || self.state[b as usize] != BlockState::Full as u8 {
-                        return Err(format!("bucket {v} of die {d} holds block {b} (valid {})", self.valid[b as usize]));
+                    if self.valid[b as usize] as usize != v
+                        || self.state[b as usize] != BlockState::Full as u8
+                    {
+                        return Err(format!(
+                            "bucket {v} of die {d} holds block {b} (valid {})",
+                            self.valid[b as usize]
+                        ));
                     }
                     b = self.bnext[b as usize];
                 }
@@ -1092,10 +1127,16 @@ impl Ssd {
         }
         let states = |s: BlockState| self.state.iter().filter(|&&x| x == s as u8).count();
         if states(BlockState::Free) != free {
-            return Err(format!("{} blocks marked free, {free} in free lists", states(BlockState::Free)));
+            return Err(format!(
+                "{} blocks marked free, {free} in free lists",
+                states(BlockState::Free)
+            ));
         }
         if states(BlockState::Open) != open {
-            return Err(format!("{} blocks marked open, {open} write points", states(BlockState::Open)));
+            return Err(format!(
+                "{} blocks marked open, {open} write points",
+                states(BlockState::Open)
+            ));
         }
         if states(BlockState::Victim) != 0 {
             return Err("a GC victim was left half-collected".into());
@@ -1112,11 +1153,16 @@ impl Ssd {
             .sum();
         let prog_units = r.nand_bytes_programmed / g.unit_bytes + open_units;
         if prog_units < mapped {
-            return Err(format!("{mapped} units mapped but only {prog_units} programmed or buffered"));
+            return Err(format!(
+                "{mapped} units mapped but only {prog_units} programmed or buffered"
+            ));
         }
         let erased: u64 = self.erase_count.iter().map(|&e| e as u64).sum();
         if erased != r.erases {
-            return Err(format!("erase counts sum to {erased}, erase counter says {}", r.erases));
+            return Err(format!(
+                "erase counts sum to {erased}, erase counter says {}",
+                r.erases
+            ));
         }
         Ok(())
     }
@@ -1146,10 +1192,10 @@ impl QdDriver {
     }
 
     fn issue(&mut self, ssd: &mut Ssd, op: Op, offset: u64, len: u64) {
-        if self.inflight.len() >= self.qd {
-            if let Some(Reverse(t)) = self.inflight.pop() {
-                self.now = self.now.max(t);
-            }
+        if self.inflight.len() >= self.qd
+            && let Some(Reverse(t)) = self.inflight.pop()
+        {
+            self.now = self.now.max(t);
         }
         let req = Request {
             op,
