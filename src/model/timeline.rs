@@ -42,11 +42,11 @@ impl Channel {
                 }
                 // First interval of that lane ending after s.
                 let k = l.partition_point(|&(_, e)| e <= s);
-                if let Some(&(bs, be)) = l.get(k) {
-                    if bs < s + dur {
-                        s = be;
-                        moved = true;
-                    }
+                if let Some(&(bs, be)) = l.get(k)
+                    && bs < s + dur
+                {
+                    s = be;
+                    moved = true;
                 }
             }
             if !moved {
