@@ -54,7 +54,12 @@ pub struct Bytes(pub u64);
 
 impl Serialize for Bytes {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&format_size(self.0))
+        let exact = format_size(self.0);
+        if exact.contains('.') {
+            s.serialize_u64(self.0)
+        } else {
+            s.serialize_str(&exact)
+        }
     }
 }
 
@@ -222,6 +227,9 @@ pub struct Profile {
     pub gc: Gc,
 }
 
+/// Capacity overrides keep at least this many blocks on each die.
+pub const MIN_BLOCKS_PER_DIE: u64 = 64;
+
 /// Predicted throughput figures derived analytically from a profile's parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Predicted {
@@ -336,17 +344,23 @@ impl Profile {
         }
         let mut p = self.clone();
         let ratio = self.raw_capacity() as f64 / self.geometry.exported_capacity.0 as f64;
-        let g = &self.geometry;
-        let per_block_plane = g.channels as u64
-            * g.dies_per_channel as u64
-            * g.planes_per_die as u64
-            * g.pages_per_block as u64
-            * g.page_size.0;
         let want_raw = capacity as f64 * ratio;
-        let bpp = (want_raw / per_block_plane as f64).ceil().max(1.0) as u64;
+        let g = &self.geometry;
+        let per_page_row =
+            g.channels as u64 * g.dies_per_channel as u64 * g.planes_per_die as u64 * g.page_size.0;
+        // Keep at least MIN_BLOCKS_PER_DIE blocks on each die so GC has room to
+        // work: on small capacities, halve the pages per block (down to 16)
+        // rather than remove dies, so the drive keeps its parallelism.
+        let mut ppb = g.pages_per_block as u64;
+        let blocks = |ppb: u64| (want_raw / (per_page_row * ppb) as f64).ceil().max(1.0) as u64;
+        while blocks(ppb) < MIN_BLOCKS_PER_DIE && ppb >= 32 && ppb % 2 == 0 {
+            ppb /= 2;
+        }
+        let bpp = blocks(ppb);
         if bpp > u32::MAX as u64 {
             return Err(invalid(&origin, "--capacity", capacity, "too large for this geometry"));
         }
+        p.geometry.pages_per_block = ppb as u32;
         p.geometry.blocks_per_plane = bpp as u32;
         p.geometry.exported_capacity = Bytes(capacity);
         p.validate(&origin)?;
@@ -574,9 +588,13 @@ mod tests {
     #[test]
     fn capacity_override_keeps_op() {
         let p = Profile::load("sata-mlc-2011").unwrap();
-        let q = p.with_capacity(1 << 30).unwrap();
-        assert_eq!(q.geometry.exported_capacity.0, 1 << 30);
-        assert!((q.op_ratio() - p.op_ratio()).abs() < 0.02, "{} vs {}", q.op_ratio(), p.op_ratio());
+        for cap in [512u64 << 20, 1 << 30, 4 << 30, 16 << 30] {
+            let q = p.with_capacity(cap).unwrap();
+            assert_eq!(q.geometry.exported_capacity.0, cap);
+            assert!((q.op_ratio() - p.op_ratio()).abs() < 0.02, "{} vs {}", q.op_ratio(), p.op_ratio());
+            assert!(q.geometry.blocks_per_plane as u64 >= MIN_BLOCKS_PER_DIE);
+            assert_eq!(q.dies(), p.dies(), "parallelism kept");
+        }
     }
 
     #[test]
