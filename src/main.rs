@@ -19,6 +19,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// Serve an emulated SSD to QEMU over vhost-user-blk.
+    Serve(vssd::serve::ServeArgs),
+    /// Inspect or reset a running `vssd serve` through its control socket.
+    Ctl(vssd::ctl::CtlArgs),
     /// List built-in drive profiles, or show one as editable TOML.
     Profiles {
         #[command(subcommand)]
@@ -107,6 +111,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Profiles { what } => profiles(what),
+        Cmd::Serve(a) => vssd::serve::run(a).map_err(Into::into),
+        Cmd::Ctl(a) => vssd::ctl::run(a).map_err(Into::into),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
