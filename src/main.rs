@@ -7,7 +7,11 @@ use vssd::profile::{Profile, presets};
 use vssd::size::{format_size, parse_size};
 
 #[derive(Parser)]
-#[command(name = "vssd", version, about = "An SSD that does not exist: an emulated flash drive for QEMU guests")]
+#[command(
+    name = "vssd",
+    version,
+    about = "An SSD that does not exist: an emulated flash drive for QEMU guests"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -20,6 +24,8 @@ enum Cmd {
         #[command(subcommand)]
         what: Option<ProfilesCmd>,
     },
+    /// Run fio job files against the drive model in virtual time.
+    Sim(vssd::sim::SimArgs),
 }
 
 #[derive(Subcommand)]
@@ -51,7 +57,11 @@ fn profiles(what: Option<ProfilesCmd>) -> Result<(), Box<dyn std::error::Error>>
             let p = Profile::load_with_capacity(&name, capacity)?;
             let pr = p.predict();
             let mbs = |v: f64| {
-                if v.is_finite() { format!("{:.0} MB/s", v / 1e6) } else { "unlimited".into() }
+                if v.is_finite() {
+                    format!("{:.0} MB/s", v / 1e6)
+                } else {
+                    "unlimited".into()
+                }
             };
             println!("# {}", p.description);
             println!(
@@ -79,6 +89,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Profiles { what } => profiles(what),
+        Cmd::Sim(args) => vssd::sim::run(args).map_err(Into::into),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
