@@ -431,9 +431,10 @@ fn resolve(jobs: &[JobSpec], capacity: u64, seed: u64) -> Result<Vec<Inst>, SimE
                 )));
             }
             let slots = (region_len - max_bs) / min_bs + 1;
-            let io_limit = spec
-                .io_size
-                .unwrap_or_else(|| region_len.saturating_mul(spec.loops));
+            let io_limit = match spec.io_size {
+                Some(s) => s.resolve(region_len),
+                None => region_len.saturating_mul(spec.loops),
+            };
             let job_seed = match spec.randseed {
                 Some(s) => derive_seed(&[s, clone as u64]),
                 None => derive_seed(&[seed, ji as u64, clone as u64, spec.randrepeat as u64]),
@@ -1004,6 +1005,9 @@ mod tests {
         let mut m = Mock::new(64 * MIB, 1000, false);
         run(&mut m, "[j]\nrw=write\nbs=64k\nsize=128k\nloops=3\n");
         assert_eq!(m.log.len(), 6);
+        let mut m = Mock::new(64 * MIB, 1000, false);
+        run(&mut m, "[j]\nrw=write\nbs=64k\nsize=128k\nio_size=150%\n");
+        assert_eq!(m.log.len(), 3);
     }
 
     #[test]

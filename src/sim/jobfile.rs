@@ -125,8 +125,9 @@ pub struct JobSpec {
     pub offset: SizeSpec,
     /// `offset_increment`: added to `offset` for each `numjobs` clone.
     pub offset_increment: SizeSpec,
-    /// `io_size` / `io_limit`: bytes to transfer (default `size` × `loops`).
-    pub io_size: Option<u64>,
+    /// `io_size` / `io_limit`: bytes to transfer (default `size` × `loops`);
+    /// a percentage is of the region (`size`) and may exceed 100.
+    pub io_size: Option<SizeSpec>,
     /// `loops`: passes over the region.
     pub loops: u64,
     /// `number_ios`: stop after this many I/Os.
@@ -673,7 +674,22 @@ pub fn apply(
         }
         "offset" => spec.offset = size_or_pct()?,
         "offset_increment" => spec.offset_increment = size_or_pct()?,
-        "io_size" | "io_limit" => spec.io_size = Some(size()?),
+        "io_size" | "io_limit" => {
+            let v = need()?;
+            spec.io_size = Some(match v.strip_suffix('%') {
+                Some(p) => {
+                    let p: f64 = p
+                        .trim()
+                        .parse()
+                        .map_err(|_| e(format!("{v:?} is not a percentage")))?;
+                    if !(p > 0.0 && p <= 100_000.0) {
+                        return Err(e(format!("{v:?}: a percentage must be in (0, 100000]")));
+                    }
+                    SizeSpec::Percent(p)
+                }
+                None => SizeSpec::Bytes(size()?),
+            });
+        }
         "loops" => {
             let n = int()?;
             if n == 0 {
@@ -934,7 +950,7 @@ mod tests {
         assert_eq!(j.payload, Payload::Compressible { percent: 50 });
         assert_eq!(j.log_avg_msec, 250);
         assert_eq!(j.offset, SizeSpec::Percent(10.0));
-        assert_eq!(j.io_size, Some(1 << 30));
+        assert_eq!(j.io_size, Some(SizeSpec::Bytes(1 << 30)));
         assert_eq!(j.number_ios, Some(1000));
         assert_eq!(j.percentiles, vec![50.0, 99.9]);
     }
