@@ -37,6 +37,9 @@ enum ProfilesCmd {
         /// Override the exported capacity (geometry scaled, OP ratio kept).
         #[arg(long, value_parser = parse_size)]
         capacity: Option<u64>,
+        /// Also build the model and print its memory footprint and set-up time.
+        #[arg(long)]
+        measure: bool,
     },
 }
 
@@ -53,7 +56,11 @@ fn profiles(what: Option<ProfilesCmd>) -> Result<(), Box<dyn std::error::Error>>
                 );
             }
         }
-        Some(ProfilesCmd::Show { name, capacity }) => {
+        Some(ProfilesCmd::Show {
+            name,
+            capacity,
+            measure,
+        }) => {
             let p = Profile::load_with_capacity(&name, capacity)?;
             let pr = p.predict();
             let mbs = |v: f64| {
@@ -78,6 +85,19 @@ fn profiles(what: Option<ProfilesCmd>) -> Result<(), Box<dyn std::error::Error>>
                 mbs(pr.channel_bytes_s),
                 mbs(pr.nand_program_bytes_s)
             );
+            if measure {
+                let t0 = std::time::Instant::now();
+                let ssd = vssd::model::Ssd::new(&p, 0);
+                let setup = t0.elapsed();
+                let bytes = ssd.memory_bytes();
+                let units = p.geometry.exported_capacity.0 / p.geometry.mapping_unit.0;
+                println!(
+                    "# model state: {} ({:.2} bytes per mapping unit), initialised in {:.1} ms",
+                    format_size(bytes as u64),
+                    bytes as f64 / units as f64,
+                    setup.as_secs_f64() * 1e3
+                );
+            }
             print!("{}", p.to_toml());
         }
     }

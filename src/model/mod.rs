@@ -160,5 +160,12 @@ pub enum Precondition {
     TrimAll,
 }
 
-mod ssd;
+pub(crate) mod ssd;
 pub use ssd::{PersistError, Ssd};
+
+mod packed;
+mod persist;
+mod timeline;
+
+#[cfg(test)]
+mod proptests;

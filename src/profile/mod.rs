@@ -16,7 +16,9 @@ use crate::size::{format_size, parse_size};
 #[derive(Debug, Error)]
 pub enum ProfileError {
     /// Not a preset name and not a readable file.
-    #[error("profile {name:?} is neither a built-in preset ({presets}) nor a readable file: {source}")]
+    #[error(
+        "profile {name:?} is neither a built-in preset ({presets}) nor a readable file: {source}"
+    )]
     NotFound {
         /// What the user gave.
         name: String,
@@ -54,7 +56,12 @@ pub struct Bytes(pub u64);
 
 impl Serialize for Bytes {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&format_size(self.0))
+        let exact = format_size(self.0);
+        if exact.contains('.') {
+            s.serialize_u64(self.0)
+        } else {
+            s.serialize_str(&exact)
+        }
     }
 }
 
@@ -111,7 +118,10 @@ impl Interface {
 
     /// Whether this is a SATA link (32-tag NCQ).
     pub fn is_sata(self) -> bool {
-        matches!(self, Interface::Sata1_5 | Interface::Sata3 | Interface::Sata6)
+        matches!(
+            self,
+            Interface::Sata1_5 | Interface::Sata3 | Interface::Sata6
+        )
     }
 }
 
@@ -222,6 +232,9 @@ pub struct Profile {
     pub gc: Gc,
 }
 
+/// Capacity overrides keep at least this many blocks on each die.
+pub const MIN_BLOCKS_PER_DIE: u64 = 64;
+
 /// Predicted throughput figures derived analytically from a profile's parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Predicted {
@@ -326,7 +339,7 @@ impl Profile {
     pub fn with_capacity(&self, capacity: u64) -> Result<Profile, ProfileError> {
         let origin = format!("{} (--capacity {})", self.name, format_size(capacity));
         let unit = self.geometry.mapping_unit.0;
-        if capacity == 0 || capacity % unit != 0 {
+        if capacity == 0 || !capacity.is_multiple_of(unit) {
             return Err(invalid(
                 &origin,
                 "--capacity",
@@ -336,17 +349,28 @@ impl Profile {
         }
         let mut p = self.clone();
         let ratio = self.raw_capacity() as f64 / self.geometry.exported_capacity.0 as f64;
-        let g = &self.geometry;
-        let per_block_plane = g.channels as u64
-            * g.dies_per_channel as u64
-            * g.planes_per_die as u64
-            * g.pages_per_block as u64
-            * g.page_size.0;
         let want_raw = capacity as f64 * ratio;
-        let bpp = (want_raw / per_block_plane as f64).ceil().max(1.0) as u64;
-        if bpp > u32::MAX as u64 {
-            return Err(invalid(&origin, "--capacity", capacity, "too large for this geometry"));
+        let g = &self.geometry;
+        let per_page_row =
+            g.channels as u64 * g.dies_per_channel as u64 * g.planes_per_die as u64 * g.page_size.0;
+        // Keep at least MIN_BLOCKS_PER_DIE blocks on each die so GC has room to
+        // work: on small capacities, halve the pages per block (down to 16)
+        // rather than remove dies, so the drive keeps its parallelism.
+        let mut ppb = g.pages_per_block as u64;
+        let blocks = |ppb: u64| (want_raw / (per_page_row * ppb) as f64).ceil().max(1.0) as u64;
+        while blocks(ppb) < MIN_BLOCKS_PER_DIE && ppb >= 32 && ppb.is_multiple_of(2) {
+            ppb /= 2;
         }
+        let bpp = blocks(ppb);
+        if bpp > u32::MAX as u64 {
+            return Err(invalid(
+                &origin,
+                "--capacity",
+                capacity,
+                "too large for this geometry",
+            ));
+        }
+        p.geometry.pages_per_block = ppb as u32;
         p.geometry.blocks_per_plane = bpp as u32;
         p.geometry.exported_capacity = Bytes(capacity);
         p.validate(&origin)?;
@@ -357,9 +381,18 @@ impl Profile {
     pub fn validate(&self, origin: &str) -> Result<(), ProfileError> {
         let g = &self.geometry;
         let chk = |ok: bool, field: &str, value: String, allowed: &str| {
-            if ok { Ok(()) } else { Err(invalid(origin, field, value, allowed)) }
+            if ok {
+                Ok(())
+            } else {
+                Err(invalid(origin, field, value, allowed))
+            }
         };
-        chk(!self.name.is_empty(), "name", "\"\"".into(), "must not be empty")?;
+        chk(
+            !self.name.is_empty(),
+            "name",
+            "\"\"".into(),
+            "must not be empty",
+        )?;
         chk(
             (1..=1024).contains(&self.host.queue_depth),
             "host.queue_depth",
@@ -420,20 +453,21 @@ impl Profile {
             mu.is_power_of_two() && mu >= 512 && mu <= ps,
             "geometry.mapping_unit",
             format_size(mu),
-            &format!("a power of two from 512B to the page size ({})", format_size(ps)),
+            &format!(
+                "a power of two from 512B to the page size ({})",
+                format_size(ps)
+            ),
         )?;
         let min_blocks = self.gc.fg_threshold_blocks.max(self.gc.bg_target_blocks) + 4;
         chk(
             g.blocks_per_plane >= min_blocks,
             "geometry.blocks_per_plane",
             g.blocks_per_plane.to_string(),
-            &format!(
-                "must be at least {min_blocks} (GC thresholds + 4 open/spare blocks per die)"
-            ),
+            &format!("must be at least {min_blocks} (GC thresholds + 4 open/spare blocks per die)"),
         )?;
         let exp = g.exported_capacity.0;
         chk(
-            exp > 0 && exp % mu == 0,
+            exp > 0 && exp.is_multiple_of(mu),
             "geometry.exported_capacity",
             exp.to_string(),
             &format!("a positive multiple of the mapping unit ({mu} bytes)"),
@@ -532,14 +566,22 @@ impl Profile {
         // A die programs one multi-plane page per (transfer + tPROG); the channel
         // is busy only for the transfer, shared by the dies on it.
         let die_prog_s = xfer_s(die_page) + self.nand.t_prog_us * 1e-6;
-        let nand_program = if die_prog_s > 0.0 { dies * die_page / die_prog_s } else { f64::INFINITY };
+        let nand_program = if die_prog_s > 0.0 {
+            dies * die_page / die_prog_s
+        } else {
+            f64::INFINITY
+        };
         let channel = if self.nand.channel_mb_s > 0.0 {
             g.channels as f64 * self.nand.channel_mb_s * 1e6
         } else {
             f64::INFINITY
         };
         let die_read_s = xfer_s(die_page) + self.nand.t_read_us * 1e-6;
-        let nand_read = if die_read_s > 0.0 { dies * die_page / die_read_s } else { f64::INFINITY };
+        let nand_read = if die_read_s > 0.0 {
+            dies * die_page / die_read_s
+        } else {
+            f64::INFINITY
+        };
         let link = self.link_bytes_s();
         let cmd = 128.0 * 1024.0;
         let ctrl = if self.host.command_overhead_ns > 0 {
@@ -574,15 +616,26 @@ mod tests {
     #[test]
     fn capacity_override_keeps_op() {
         let p = Profile::load("sata-mlc-2011").unwrap();
-        let q = p.with_capacity(1 << 30).unwrap();
-        assert_eq!(q.geometry.exported_capacity.0, 1 << 30);
-        assert!((q.op_ratio() - p.op_ratio()).abs() < 0.02, "{} vs {}", q.op_ratio(), p.op_ratio());
+        for cap in [512u64 << 20, 1 << 30, 4 << 30, 16 << 30] {
+            let q = p.with_capacity(cap).unwrap();
+            assert_eq!(q.geometry.exported_capacity.0, cap);
+            assert!(
+                (q.op_ratio() - p.op_ratio()).abs() < 0.02,
+                "{} vs {}",
+                q.op_ratio(),
+                p.op_ratio()
+            );
+            assert!(q.geometry.blocks_per_plane as u64 >= MIN_BLOCKS_PER_DIE);
+            assert_eq!(q.dies(), p.dies(), "parallelism kept");
+        }
     }
 
     #[test]
     fn errors_name_the_field() {
         let p = Profile::load("sata-mlc-2011").unwrap();
-        let text = p.to_toml().replace("pages_per_block = 256", "pages_per_block = 1");
+        let text = p
+            .to_toml()
+            .replace("pages_per_block = 256", "pages_per_block = 1");
         let e = Profile::from_toml(&text, "t.toml").unwrap_err().to_string();
         assert!(e.contains("geometry.pages_per_block"), "{e}");
         assert!(e.contains("2..=16384"), "{e}");
