@@ -1190,4 +1190,72 @@ mod tests {
         run(&mut m, "[j]\nrw=write\nsize=8k\nend_fsync=1\n");
         assert_eq!(m.log.last().unwrap().2.op, Op::Flush);
     }
+    mod prop {
+        use super::*;
+        use proptest::prelude::{
+            Just, Strategy, any, prop_assert, prop_assert_eq, prop_oneof, proptest,
+        };
+
+        fn job_text() -> impl Strategy<Value = String> {
+            (
+                prop_oneof![
+                    Just("read"),
+                    Just("write"),
+                    Just("trim"),
+                    Just("randread"),
+                    Just("randwrite"),
+                    Just("randtrim"),
+                    Just("rw"),
+                    Just("randrw")
+                ],
+                prop_oneof![Just("512"), Just("4k"), Just("64k"), Just("4k,16k")],
+                (0u32..90, 1u32..=100),
+                1u32..16,
+                1u64..300,
+                1u32..3,
+                any::<bool>(),
+                prop_oneof![Just(""), Just("thinktime=20\nthinktime_blocks=3\n")],
+                any::<bool>(),
+            )
+                .prop_map(|(rw, bs, (off, size), qd, n, numjobs, sw, think, nomap)| {
+                    format!(
+                        "[j]\nrw={rw}\nbs={bs}\noffset={off}%\nsize={size}%\niodepth={qd}\nnumber_ios={n}\nnumjobs={numjobs}\n{}{think}{}",
+                        if sw { "stonewall\n" } else { "" },
+                        if nomap { "norandommap\n" } else { "" }
+                    )
+                })
+        }
+
+        proptest! {
+            /// Whatever the jobs, every request lies inside the drive (the
+            /// mock refuses others), every job ends, counts add up, and no job
+            /// has more than its iodepth in flight.
+            #[test]
+            fn engine_invariants(texts in proptest::collection::vec(job_text(), 1..4), seed: u64) {
+                let text: String = texts.concat();
+                let jf = parse(&text, "p").unwrap();
+                let mut m = Mock::new(8 * MIB, 5_000, true);
+                let (reps, ops, end) = match run_jobs(&mut m, &jf.jobs, seed, 0, &mut |_| {}) {
+                    Ok(x) => x,
+                    Err(SimError::Job { .. }) => return Ok(()),
+                    Err(e) => panic!("{e}"),
+                };
+                prop_assert_eq!(ops as usize, m.log.len());
+                let counted: u64 = reps.iter().flat_map(|r| r.dir.iter()).map(|d| d.ios).sum();
+                prop_assert_eq!(counted, ops);
+                let depth: u32 = jf.jobs.iter().map(|j| j.iodepth * j.numjobs).sum();
+                prop_assert!(m.max_in_flight() <= depth as usize);
+                for r in &reps {
+                    prop_assert!(r.end_ns <= end);
+                    let ios: u64 = r.dir.iter().map(|d| d.ios).sum();
+                    prop_assert!(ios >= 1);
+                }
+                let mut t = 0;
+                for &(s, _, _) in &m.log {
+                    prop_assert!(s >= t, "submissions go back in time");
+                    t = s;
+                }
+            }
+        }
+    }
 }

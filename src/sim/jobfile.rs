@@ -592,15 +592,16 @@ pub fn apply(
             },
         }
     };
-    let size_or_pct = || -> Result<SizeSpec, JobFileError> {
+    let size_or_pct = |zero_ok: bool| -> Result<SizeSpec, JobFileError> {
         let v = need()?;
         if let Some(p) = v.strip_suffix('%') {
             let p: f64 = p
                 .trim()
                 .parse()
                 .map_err(|_| e(format!("{v:?} is not a percentage")))?;
-            if !(p > 0.0 && p <= 100.0) {
-                return Err(e(format!("{v:?}: a percentage must be in (0, 100]")));
+            if !((p > 0.0 || (zero_ok && p == 0.0)) && p <= 100.0) {
+                let lo = if zero_ok { "[0" } else { "(0" };
+                return Err(e(format!("{v:?}: a percentage must be in {lo}, 100]")));
             }
             Ok(SizeSpec::Percent(p))
         } else {
@@ -666,14 +667,14 @@ pub fn apply(
             }
             spec.bs = bs;
         }
-        "size" => spec.size = Some(size_or_pct()?),
+        "size" => spec.size = Some(size_or_pct(false)?),
         "fill_device" => {
             if flag()? {
                 spec.size = Some(SizeSpec::Percent(100.0));
             }
         }
-        "offset" => spec.offset = size_or_pct()?,
-        "offset_increment" => spec.offset_increment = size_or_pct()?,
+        "offset" => spec.offset = size_or_pct(true)?,
+        "offset_increment" => spec.offset_increment = size_or_pct(true)?,
         "io_size" | "io_limit" => {
             let v = need()?;
             spec.io_size = Some(match v.strip_suffix('%') {
