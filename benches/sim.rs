@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use vssd::model::{Op, Payload, Precondition, Request, Ssd};
 use vssd::profile::Profile;
+use vssd::sim::engine::{FixedLatency, run_jobs};
 use vssd::sim::{Simulation, jobfile};
 
 const CAP: u64 = 4 << 30;
@@ -76,7 +77,7 @@ fn bench(c: &mut Criterion) {
     g.bench_function("sim_engine", |b| {
         b.iter_custom(|iters| {
             let text = format!(
-                "[r]\nrw=randwrite\nbs=4k\niodepth=32\nnumber_ios={}\nio_size=1000000%\n",
+                "[r]\nrw=randwrite\nbs=4k\niodepth=32\nnumber_ios={}\nio_size=100000%\n",
                 iters.max(1)
             );
             let jf = jobfile::parse(&text, "bench").unwrap();
@@ -84,6 +85,29 @@ fn bench(c: &mut Criterion) {
             let r = sim.run(black_box(&jf.jobs)).unwrap();
             let el = start.elapsed();
             assert_eq!(r.sim_ops, iters.max(1));
+            el
+        })
+    });
+
+    // The engine alone, against a drive that takes 100 µs for anything.
+    let mut null = FixedLatency {
+        capacity: CAP,
+        latency_ns: 100_000,
+    };
+    let mut t0 = 0;
+    g.bench_function("engine_only", |b| {
+        b.iter_custom(|iters| {
+            let text = format!(
+                "[r]\nrw=randwrite\nbs=4k\niodepth=32\nnumber_ios={}\nio_size=100000%\n",
+                iters.max(1)
+            );
+            let jf = jobfile::parse(&text, "bench").unwrap();
+            let start = Instant::now();
+            let (_, ops, end) =
+                run_jobs(&mut null, black_box(&jf.jobs), 1, t0, &mut |_| {}).unwrap();
+            let el = start.elapsed();
+            assert_eq!(ops, iters.max(1));
+            t0 = end;
             el
         })
     });
