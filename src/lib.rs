@@ -2,12 +2,20 @@
 //!
 //! Layers, top to bottom (see `docs/` and `../shared/DESIGN.md`):
 //! - [`sim`]: fio job files run against the model in virtual time;
+//! - [`serve`], [`ctl`]: the vhost-user-blk daemon and its control client;
+//! - [`frontend`]: protocols (vhost-user-blk) in front of the [`device`];
+//! - [`device`]: one emulated SSD: model + data store + completion timing;
 //! - [`guest`]: a small Linux test guest booted in QEMU (tests, demo, benches);
 //! - [`model`]: the pure, deterministic FTL + timing model;
 //! - [`profile`]: TOML drive profiles and built-in presets.
 
+pub mod ctl;
+pub mod demo;
+pub mod device;
+pub mod frontend;
 pub mod guest;
 pub mod model;
 pub mod profile;
+pub mod serve;
 pub mod sim;
 pub mod size;

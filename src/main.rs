@@ -19,6 +19,12 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// The main job: boot a guest on an emulated SSD and show fresh, used and trimmed speeds.
+    Demo(vssd::demo::DemoArgs),
+    /// Serve an emulated SSD to QEMU over vhost-user-blk.
+    Serve(vssd::serve::ServeArgs),
+    /// Inspect or reset a running `vssd serve` through its control socket.
+    Ctl(vssd::ctl::CtlArgs),
     /// List built-in drive profiles, or show one as editable TOML.
     Profiles {
         #[command(subcommand)]
@@ -110,6 +116,9 @@ fn main() -> ExitCode {
     let r = match cli.cmd {
         Cmd::Profiles { what } => profiles(what),
         Cmd::Sim(args) => vssd::sim::run(args).map_err(Into::into),
+        Cmd::Demo(a) => vssd::demo::run(a).map_err(Into::into),
+        Cmd::Serve(a) => vssd::serve::run(a).map_err(Into::into),
+        Cmd::Ctl(a) => vssd::ctl::run(a).map_err(Into::into),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

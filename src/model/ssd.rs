@@ -13,7 +13,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
 use super::packed::PackedVec;
-use super::timeline::Timeline;
+use super::timeline::Channel;
 use super::*;
 use crate::profile::GcPolicy;
 
@@ -252,7 +252,7 @@ pub struct Ssd {
     pub(crate) mapped_units: u64,
     // Timelines (ns).
     die_busy: Vec<u64>,
-    chan: Vec<Timeline>,
+    chan: Vec<Channel>,
     link_free: u64,
     ctrl_free: u64,
     last_now: u64,
@@ -293,7 +293,7 @@ impl Ssd {
             cursor: 0,
             mapped_units: 0,
             die_busy: vec![0; geo.dies as usize],
-            chan: vec![Timeline::default(); geo.channels as usize],
+            chan: vec![Channel::new((geo.dies / geo.channels) as usize); geo.channels as usize],
             link_free: 0,
             ctrl_free: 0,
             last_now: 0,
@@ -523,7 +523,8 @@ impl Ssd {
         let rs = t.max(self.die_busy[die]);
         let sensed = rs + self.geo.t_read;
         let dur = self.geo.chan_ns(bytes);
-        let xe = self.chan[ch].reserve(sensed, dur) + dur;
+        let lane = die / self.geo.channels as usize;
+        let xe = self.chan[ch].reserve(lane, sensed, dur) + dur;
         self.die_busy[die] = xe;
         xe
     }
@@ -664,7 +665,8 @@ impl Ssd {
         }
         let ch = die % self.geo.channels as usize;
         let dur = self.geo.chan_ns(self.geo.dpage_bytes);
-        let xe = self.chan[ch].reserve(wp.ready_ns.max(self.die_busy[die]), dur) + dur;
+        let lane = die / self.geo.channels as usize;
+        let xe = self.chan[ch].reserve(lane, wp.ready_ns.max(self.die_busy[die]), dur) + dur;
         let done = xe + self.geo.t_prog;
         self.die_busy[die] = done;
         self.raw.nand_pages_programmed += self.geo.planes as u64;

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Install (idempotently) the Debian packages the vssd tests, demo and
+# benches need: QEMU 7.2 (system emulator, qemu-storage-daemon, qemu-img,
+# qemu-nbd), fio, the NBD client tools, and what vm-images/build-guest.sh
+# uses to build the test guest. Debian bookworm (or derivative) only.
+#
+# Runs `apt-get update` first (build-guest.sh needs current package lists);
+# set VSSD_NO_APT_UPDATE=1 to skip that when nothing is missing.
+set -euo pipefail
+
+die() { echo "install-deps.sh: error: $*" >&2; exit 1; }
+log() { echo "install-deps.sh: $*" >&2; }
+
+export PATH="$PATH:/usr/sbin:/sbin"
+command -v apt-get >/dev/null 2>&1 || die "apt-get not found: this script supports Debian/Ubuntu hosts only"
+
+SUDO=()
+if [[ $(id -u) -ne 0 ]]; then
+    command -v sudo >/dev/null 2>&1 || die "not root and no sudo: run as root"
+    SUDO=(sudo)
+fi
+export DEBIAN_FRONTEND=noninteractive
+
+installed() { # package -> success if installed
+    [[ "$(dpkg-query -W -f='${db:Status-Abbrev}' "$1" 2>/dev/null)" == "ii " ]]
+}
+apt_install() {
+    log "installing: $*"
+    "${SUDO[@]}" apt-get install -y -q -o Dpkg::Options::=--force-confold "$@" ||
+        die "apt-get install $* failed"
+}
+
+# QEMU first, qemu-utils in a separate call: on images that ship a newer
+# qemu-utils, qemu-system-x86 (7.2) removes it; installing qemu-utils
+# afterwards brings back the matching 7.2 qemu-img/qemu-nbd.
+STAGE1=(qemu-system-x86)
+STAGE2=(
+    qemu-utils          # qemu-img, qemu-nbd
+    seabios             # firmware for -kernel boots
+    fio                 # the workload, run inside the guest from the host root
+    libnbd-bin          # nbdinfo, nbdcopy, nbdsh: an independent NBD client
+    busybox-static      # guest userland (build-guest.sh downloads its own copy too)
+    cpio kmod           # build-guest.sh: initramfs packing, depmod
+    util-linux          # flock, blkdiscard, fstrim
+    e2fsprogs           # mkfs.ext4 in guest scripts
+    gcc libc6-dev       # linker for cargo
+    ca-certificates
+)
+
+missing() { local p; for p in "$@"; do installed "$p" || echo "$p"; done; }
+
+if [[ "${VSSD_NO_APT_UPDATE:-0}" != 1 || -n "$(missing "${STAGE1[@]}" "${STAGE2[@]}")" ]]; then
+    log "apt-get update"
+    "${SUDO[@]}" apt-get update -q || die "apt-get update failed (network to the Debian mirror?)"
+fi
+
+mapfile -t need1 < <(missing "${STAGE1[@]}")
+[[ ${#need1[@]} -eq 0 ]] || apt_install "${need1[@]}"
+mapfile -t need2 < <(missing "${STAGE2[@]}")
+[[ ${#need2[@]} -eq 0 ]] || apt_install "${need2[@]}"
+
+for tool in qemu-system-x86_64 qemu-storage-daemon qemu-img qemu-nbd fio nbdinfo cpio depmod blkdiscard; do
+    command -v "$tool" >/dev/null 2>&1 || die "$tool is still missing after installing packages"
+done
+log "ok: $(qemu-system-x86_64 --version | head -n1), $(fio --version)"

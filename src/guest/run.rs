@@ -1,0 +1,604 @@
+//! The QEMU launcher: command line, boot, timeout, result.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use super::accel::{Accel, detect_accel, qemu_binary};
+use super::console::{self, Console};
+use super::image::{GuestImage, ensure_image, tail_lines};
+use super::{GuestError, Result, io_err};
+
+/// A disk attached to the guest. The guest names disks in the order they
+/// are given, per kind: `/dev/vda`, `/dev/vdb`...; `/dev/sda`...;
+/// `/dev/nvme0n1`, `/dev/nvme1n1`...
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Disk {
+    /// A vhost-user-blk backend (vssd serve, qemu-storage-daemon) on a
+    /// unix socket; the guest sees a virtio-blk disk (`/dev/vdX`).
+    VhostUserBlk {
+        /// The backend's vhost-user socket.
+        socket: PathBuf,
+        /// Number of virtqueues; at most what the backend offers.
+        num_queues: u16,
+    },
+    /// An NBD export presented as a SATA SSD on an AHCI controller
+    /// (`/dev/sdX`, non-rotational, TRIM passed through).
+    NbdSata {
+        /// The NBD server's unix socket.
+        socket: PathBuf,
+        /// The export name.
+        export: String,
+    },
+    /// An NBD export presented as an NVMe controller with one namespace
+    /// (`/dev/nvmeNn1`, deallocate passed through).
+    NbdNvme {
+        /// The NBD server's unix socket.
+        socket: PathBuf,
+        /// The export name.
+        export: String,
+        /// The controller serial number the guest sees.
+        serial: String,
+    },
+}
+
+/// Configuration of one guest boot; build it, then call
+/// [`Guest::run_script`] (as often as needed: each call is a fresh boot).
+#[derive(Debug, Clone)]
+pub struct Guest {
+    memory_mib: u32,
+    smp: u32,
+    disks: Vec<Disk>,
+    accel: Option<Accel>,
+    kernel_args: Vec<String>,
+    console_log: Option<PathBuf>,
+}
+
+impl Default for Guest {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// What a guest run produced.
+#[derive(Debug, Clone)]
+pub struct GuestRun {
+    /// The script's standard output and error, interleaved, exactly as
+    /// printed between the console markers (`\r` removed).
+    pub output: String,
+    /// The script's exit status (`sh` convention: 128+N after signal N).
+    pub exit_code: i32,
+    /// From starting QEMU to the script starting in the guest.
+    pub boot_time: Duration,
+    /// From starting QEMU to QEMU exiting.
+    pub total_time: Duration,
+    /// The accelerator the guest ran with.
+    pub accel: Accel,
+    /// The full serial console log (kernel messages included).
+    pub console: String,
+}
+
+impl GuestRun {
+    /// Fails with a readable message (output included) unless the script
+    /// exited with status 0.
+    pub fn expect_success(&self) -> &Self {
+        assert_eq!(
+            self.exit_code, 0,
+            "guest script failed with status {}; its output:\n{}",
+            self.exit_code, self.output
+        );
+        self
+    }
+}
+
+/// Boots a default [`Guest`] (no disks) and runs `script` in it.
+pub fn run_script(script: &str, timeout: Duration) -> Result<GuestRun> {
+    Guest::new().run_script(script, timeout)
+}
+
+impl Guest {
+    /// A guest with 1 GiB of shared memory, 2 vCPUs, no disks, and the
+    /// accelerator chosen by [`detect_accel`].
+    pub fn new() -> Self {
+        Guest {
+            memory_mib: 1024,
+            smp: 2,
+            disks: Vec::new(),
+            accel: None,
+            kernel_args: Vec::new(),
+            console_log: None,
+        }
+    }
+
+    /// Guest memory in MiB (a memfd shared with vhost-user backends).
+    pub fn memory_mib(mut self, mib: u32) -> Self {
+        self.memory_mib = mib;
+        self
+    }
+
+    /// Number of vCPUs.
+    pub fn smp(mut self, cpus: u32) -> Self {
+        self.smp = cpus;
+        self
+    }
+
+    /// Attaches a disk (see [`Disk`] for the guest's device names).
+    pub fn disk(mut self, disk: Disk) -> Self {
+        self.disks.push(disk);
+        self
+    }
+
+    /// Forces an accelerator instead of detecting one.
+    pub fn accel(mut self, accel: Accel) -> Self {
+        self.accel = Some(accel);
+        self
+    }
+
+    /// Adds a kernel command-line argument (no whitespace).
+    pub fn kernel_arg(mut self, arg: impl Into<String>) -> Self {
+        self.kernel_args.push(arg.into());
+        self
+    }
+
+    /// Also keeps the serial console log at `path` (overwritten per run).
+    pub fn console_log(mut self, path: impl Into<PathBuf>) -> Self {
+        self.console_log = Some(path.into());
+        self
+    }
+
+    /// The QEMU arguments (without the binary) for a boot of `image` that
+    /// runs the host file `script_path`, with markers tagged `token`, the
+    /// console written to `console_log`.
+    pub fn qemu_args(
+        &self,
+        image: &GuestImage,
+        accel: Accel,
+        script_path: &Path,
+        token: &str,
+        console_log: &Path,
+    ) -> Result<Vec<OsString>> {
+        if self.memory_mib < 128 || self.smp == 0 {
+            return Err(GuestError::Config(format!(
+                "need at least 128 MiB and 1 vCPU (got {} MiB, {} vCPUs)",
+                self.memory_mib, self.smp
+            )));
+        }
+        let script = script_path.to_str().filter(|s| cmdline_safe(s)).ok_or_else(|| {
+            GuestError::Config(format!(
+                "script path {} cannot go on a kernel command line (spaces, quotes or non-UTF-8); set TMPDIR to a plain path",
+                script_path.display()
+            ))
+        })?;
+        let mut append = format!("console=ttyS0 panic=-1 vssd.script={script} vssd.token={token}");
+        for arg in &self.kernel_args {
+            if !cmdline_safe(arg) {
+                return Err(GuestError::Config(format!(
+                    "kernel argument {arg:?} has whitespace or quotes"
+                )));
+            }
+            append.push(' ');
+            append.push_str(arg);
+        }
+        let mem = self.memory_mib;
+        let mut args: Vec<OsString> = Vec::new();
+        let mut push = |parts: &[&str]| args.extend(parts.iter().map(OsString::from));
+        push(&[
+            "-nodefaults",
+            "-no-user-config",
+            "-no-reboot",
+            "-display",
+            "none",
+        ]);
+        push(&["-accel", accel.qemu_arg()]);
+        push(&["-smp", &self.smp.to_string()]);
+        push(&["-m", &format!("{mem}M")]);
+        // vhost-user backends map guest memory: it must be a shared memfd.
+        push(&[
+            "-object",
+            &format!("memory-backend-memfd,id=mem,size={mem}M,share=on"),
+        ]);
+        push(&["-numa", "node,memdev=mem"]);
+        push(&["-kernel", &path_opt(&image.kernel)?]);
+        push(&["-initrd", &path_opt(&image.initrd)?]);
+        push(&["-append", &append]);
+        push(&[
+            "-chardev",
+            &format!(
+                "file,id=console,path={}",
+                qemu_escape(&path_opt(console_log)?)
+            ),
+        ]);
+        push(&["-serial", "chardev:console"]);
+        push(&[
+            "-virtfs",
+            "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
+        ]);
+        let mut sata_port = 0;
+        for (i, disk) in self.disks.iter().enumerate() {
+            match disk {
+                Disk::VhostUserBlk { socket, num_queues } => {
+                    if *num_queues == 0 {
+                        return Err(GuestError::Config(
+                            "vhost-user-blk num_queues must be >= 1".into(),
+                        ));
+                    }
+                    let sock = qemu_escape(&path_opt(socket)?);
+                    push(&["-chardev", &format!("socket,id=vu{i},path={sock}")]);
+                    push(&[
+                        "-device",
+                        &format!("vhost-user-blk-pci,chardev=vu{i},num-queues={num_queues}"),
+                    ]);
+                }
+                Disk::NbdSata { socket, export } => {
+                    if sata_port == 0 {
+                        push(&["-device", "ahci,id=ahci"]);
+                    }
+                    if sata_port == 6 {
+                        return Err(GuestError::Config(
+                            "at most 6 SATA disks (AHCI ports)".into(),
+                        ));
+                    }
+                    push(&["-blockdev", &nbd_blockdev(i, socket, export)?]);
+                    push(&[
+                        "-blockdev",
+                        &format!("driver=raw,node-name=raw{i},file=nbd{i},discard=unmap"),
+                    ]);
+                    push(&[
+                        "-device",
+                        &format!(
+                            "ide-hd,drive=raw{i},bus=ahci.{sata_port},rotation_rate=1,discard_granularity=512"
+                        ),
+                    ]);
+                    sata_port += 1;
+                }
+                Disk::NbdNvme {
+                    socket,
+                    export,
+                    serial,
+                } => {
+                    push(&["-blockdev", &nbd_blockdev(i, socket, export)?]);
+                    push(&[
+                        "-device",
+                        &format!("nvme,drive=nbd{i},serial={}", qemu_escape(serial)),
+                    ]);
+                }
+            }
+        }
+        Ok(args)
+    }
+
+    /// Boots the guest, runs `script` with `/bin/sh` in the host-root
+    /// chroot, and powers off. Errors if QEMU cannot start, exits early, or
+    /// the whole run exceeds `timeout` (QEMU is then killed); errors carry
+    /// the tail of the console log. A script failing is not an error: see
+    /// [`GuestRun::exit_code`].
+    pub fn run_script(&self, script: &str, timeout: Duration) -> Result<GuestRun> {
+        let image = ensure_image()?;
+        let accel = match self.accel {
+            Some(a) => a,
+            None => detect_accel(&image)?,
+        };
+        self.run_with(&image, accel, script, timeout)
+    }
+
+    /// [`Guest::run_script`] with the image and accelerator given.
+    pub(super) fn run_with(
+        &self,
+        image: &GuestImage,
+        accel: Accel,
+        script: &str,
+        timeout: Duration,
+    ) -> Result<GuestRun> {
+        let run_dir = RunDir::create()?;
+        let script_path = run_dir.path.join("script.sh");
+        std::fs::write(&script_path, script)
+            .map_err(io_err(format!("writing {}", script_path.display())))?;
+        let console_path = match &self.console_log {
+            Some(p) => p.clone(),
+            None => run_dir.path.join("console.log"),
+        };
+        let stderr_path = run_dir.path.join("qemu.stderr");
+        let token = run_dir.token.clone();
+        let args = self.qemu_args(image, accel, &script_path, &token, &console_path)?;
+        let qemu = qemu_binary();
+        log::debug!("starting {} {:?}", qemu.to_string_lossy(), args);
+        let stderr_file = File::create(&stderr_path)
+            .map_err(io_err(format!("creating {}", stderr_path.display())))?;
+        let start = Instant::now();
+        let child = Command::new(&qemu)
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr_file)
+            .spawn()
+            .map_err(|source| GuestError::MissingProgram {
+                program: qemu.to_string_lossy().into(),
+                source,
+            })?;
+        let mut child = KillOnDrop(child);
+
+        let mut boot_time = None;
+        let mut finished_at: Option<Instant> = None;
+        let poll = Duration::from_millis(50);
+        let status = loop {
+            if let Some(status) = child.0.try_wait().map_err(io_err("waiting for QEMU"))? {
+                break status;
+            }
+            let log = read_lossy(&console_path);
+            let c = console::parse(&log, &token);
+            if boot_time.is_none() && c.began {
+                boot_time = Some(start.elapsed());
+                log::debug!("guest script started after {:?}", start.elapsed());
+            }
+            if let Some(reason) = c.init_error {
+                return Err(GuestError::GuestInit {
+                    reason,
+                    console_tail: tail_lines(&log, 40),
+                });
+            }
+            if c.finished.is_some() {
+                // Normally QEMU exits right after the poweroff; don't hang if not.
+                let t = *finished_at.get_or_insert_with(Instant::now);
+                if t.elapsed() > Duration::from_secs(10) {
+                    log::warn!("guest finished but QEMU did not exit; killing it");
+                    child.kill();
+                    break child.0.wait().map_err(io_err("waiting for QEMU"))?;
+                }
+            }
+            if start.elapsed() > timeout {
+                child.kill();
+                let log = read_lossy(&console_path);
+                return Err(GuestError::Timeout {
+                    timeout,
+                    run_dir: run_dir.keep(),
+                    stderr: stderr_note(&stderr_path),
+                    console_tail: tail_lines(&log, 40),
+                });
+            }
+            std::thread::sleep(poll);
+        };
+        let total_time = start.elapsed();
+        let log = read_lossy(&console_path);
+        let c: Console = console::parse(&log, &token);
+        if let Some(reason) = c.init_error {
+            return Err(GuestError::GuestInit {
+                reason,
+                console_tail: tail_lines(&log, 40),
+            });
+        }
+        let Some((output, exit_code)) = c.finished else {
+            return Err(GuestError::QemuExited {
+                status: status.to_string(),
+                run_dir: run_dir.keep(),
+                stderr: stderr_note(&stderr_path),
+                console_tail: tail_lines(&log, 40),
+            });
+        };
+        let boot_time = boot_time.unwrap_or(total_time);
+        log::info!(
+            "guest ({}) ran script: exit {exit_code}, boot {:.1} s, total {:.1} s",
+            accel.name(),
+            boot_time.as_secs_f64(),
+            total_time.as_secs_f64()
+        );
+        Ok(GuestRun {
+            output,
+            exit_code,
+            boot_time,
+            total_time,
+            accel,
+            console: log,
+        })
+    }
+}
+
+fn nbd_blockdev(i: usize, socket: &Path, export: &str) -> Result<String> {
+    Ok(format!(
+        "driver=nbd,node-name=nbd{i},server.type=unix,server.path={},export={},discard=unmap",
+        qemu_escape(&path_opt(socket)?),
+        qemu_escape(export)
+    ))
+}
+
+/// A path as UTF-8 for a QEMU option.
+fn path_opt(path: &Path) -> Result<String> {
+    path.to_str()
+        .map(str::to_string)
+        .ok_or_else(|| GuestError::Config(format!("path {} is not UTF-8", path.display())))
+}
+
+/// QEMU's option syntax: a literal comma is written twice.
+fn qemu_escape(value: &str) -> String {
+    value.replace(',', ",,")
+}
+
+/// Whether `s` can be one kernel command-line word.
+fn cmdline_safe(s: &str) -> bool {
+    !s.is_empty()
+        && !s
+            .chars()
+            .any(|c| c.is_whitespace() || c == '"' || c == '\'' || c.is_control())
+}
+
+fn read_lossy(path: &Path) -> String {
+    std::fs::read(path)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
+}
+
+fn stderr_note(path: &Path) -> String {
+    let text = read_lossy(path);
+    let text = text.trim();
+    if text.is_empty() {
+        String::new()
+    } else {
+        format!("\n--- QEMU stderr ---\n{}", tail_lines(text, 20))
+    }
+}
+
+/// Kills QEMU if the run is abandoned (error, panic in the caller's thread).
+struct KillOnDrop(Child);
+
+impl KillOnDrop {
+    fn kill(&mut self) {
+        let _ = self.0.kill();
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// A per-run directory (script, console log, QEMU stderr) under the
+/// system temp directory; removed when the run succeeds, kept on failure.
+struct RunDir {
+    path: PathBuf,
+    token: String,
+    keep: bool,
+}
+
+impl RunDir {
+    fn create() -> Result<RunDir> {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let token = format!(
+            "{:x}{:x}{:08x}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed),
+            nanos
+        );
+        let path = std::env::temp_dir().join(format!("vssd-guest-{token}"));
+        std::fs::create_dir(&path).map_err(io_err(format!("creating {}", path.display())))?;
+        Ok(RunDir {
+            path,
+            token,
+            keep: false,
+        })
+    }
+
+    /// Keeps the directory for post-mortem and returns its path.
+    fn keep(mut self) -> PathBuf {
+        self.keep = true;
+        self.path.clone()
+    }
+}
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        if !self.keep {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn image() -> GuestImage {
+        GuestImage {
+            dir: "/c".into(),
+            kernel: "/c/vmlinuz".into(),
+            initrd: "/c/initrd.cpio".into(),
+            kernel_release: "6.1.0-57-amd64".into(),
+        }
+    }
+
+    fn args(g: &Guest) -> Result<Vec<String>> {
+        g.qemu_args(
+            &image(),
+            Accel::Tcg,
+            Path::new("/tmp/r/script.sh"),
+            "tok",
+            Path::new("/tmp/r/con.log"),
+        )
+        .map(|v| v.into_iter().map(|s| s.into_string().unwrap()).collect())
+    }
+
+    fn joined(g: &Guest) -> String {
+        args(g).unwrap().join(" ")
+    }
+
+    #[test]
+    fn base_command_line() {
+        let a = joined(&Guest::new().memory_mib(512).smp(2));
+        assert!(a.contains("-accel tcg,thread=multi -smp 2 -m 512M"));
+        assert!(a.contains(
+            "-object memory-backend-memfd,id=mem,size=512M,share=on -numa node,memdev=mem"
+        ));
+        assert!(a.contains(
+            "-append console=ttyS0 panic=-1 vssd.script=/tmp/r/script.sh vssd.token=tok"
+        ));
+        assert!(a.contains("-chardev file,id=console,path=/tmp/r/con.log -serial chardev:console"));
+        assert!(a.contains("mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap"));
+    }
+
+    #[test]
+    fn disks_command_lines() {
+        let g = Guest::new()
+            .disk(Disk::VhostUserBlk {
+                socket: "/s/v,1.sock".into(),
+                num_queues: 2,
+            })
+            .disk(Disk::NbdSata {
+                socket: "/s/n.sock".into(),
+                export: "d".into(),
+            })
+            .disk(Disk::NbdNvme {
+                socket: "/s/n.sock".into(),
+                export: "e".into(),
+                serial: "VSSD1".into(),
+            })
+            .disk(Disk::NbdSata {
+                socket: "/s/m.sock".into(),
+                export: "f".into(),
+            });
+        let a = joined(&g);
+        assert!(a.contains(
+            "-chardev socket,id=vu0,path=/s/v,,1.sock -device vhost-user-blk-pci,chardev=vu0,num-queues=2"
+        ));
+        assert_eq!(a.matches("-device ahci,id=ahci").count(), 1);
+        assert!(a.contains(
+            "-blockdev driver=nbd,node-name=nbd1,server.type=unix,server.path=/s/n.sock,export=d,discard=unmap \
+             -blockdev driver=raw,node-name=raw1,file=nbd1,discard=unmap \
+             -device ide-hd,drive=raw1,bus=ahci.0,rotation_rate=1,discard_granularity=512"
+        ));
+        assert!(a.contains(
+            "-blockdev driver=nbd,node-name=nbd2,server.type=unix,server.path=/s/n.sock,export=e,discard=unmap \
+             -device nvme,drive=nbd2,serial=VSSD1"
+        ));
+        assert!(a.contains("drive=raw3,bus=ahci.1,"));
+    }
+
+    #[test]
+    fn bad_configs_rejected() {
+        assert!(args(&Guest::new().memory_mib(64)).is_err());
+        assert!(args(&Guest::new().kernel_arg("a b")).is_err());
+        assert!(
+            args(&Guest::new().disk(Disk::VhostUserBlk {
+                socket: "/s".into(),
+                num_queues: 0
+            }))
+            .is_err()
+        );
+        let r = Guest::new().qemu_args(
+            &image(),
+            Accel::Kvm,
+            Path::new("/tmp/a b/s.sh"),
+            "t",
+            Path::new("/l"),
+        );
+        assert!(matches!(r, Err(GuestError::Config(_))));
+    }
+}

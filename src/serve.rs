@@ -1,0 +1,374 @@
+//! `vssd serve`: the vhost-user-blk daemon.
+//!
+//! Opens the drive (store + model, FTL state from the state dir), the
+//! control socket and the vhost-user socket, then serves one QEMU at a time
+//! forever: `VhostUserDaemon` is single-use, so a fresh backend is built per
+//! connection while the drive lives on. SIGINT/SIGTERM deliver pending
+//! completions, disconnect, sync the data, save the FTL state and exit 0.
+
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileTypeExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use log::{info, warn};
+use thiserror::Error;
+use vhost::vhost_user::Listener;
+use vhost_user_backend::{ShutdownHandle, VhostUserDaemon};
+use vm_memory::{GuestMemoryAtomic, GuestMemoryMmap};
+use vmm_sys_util::epoll::EventSet;
+use vmm_sys_util::eventfd::{EFD_NONBLOCK, EventFd};
+
+use crate::ctl::server::{self, ServerInfo};
+use crate::device::{DataLocation, Device, DeviceError, DeviceOptions};
+use crate::frontend::vhost_user_blk::BlkBackend;
+use crate::profile::{Profile, ProfileError};
+use crate::size::{format_size, parse_size};
+
+/// `vssd serve` arguments.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// vhost-user socket to listen on (QEMU: `-chardev socket,path=PATH`).
+    #[arg(long, value_name = "PATH")]
+    pub socket: PathBuf,
+    /// Drive profile: a preset name (`vssd profiles`) or a TOML file.
+    #[arg(long, value_name = "P")]
+    pub profile: String,
+    /// Exported capacity (geometry scaled, over-provisioning kept), e.g. `8G`.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub capacity: Option<u64>,
+    /// Sparse backing file for the data (created if missing).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["memory", "state_dir"])]
+    pub backing: Option<PathBuf>,
+    /// Keep the data in memory only (lost on exit).
+    #[arg(long, conflicts_with = "state_dir")]
+    pub memory: bool,
+    /// Directory for the backing file (`disk.img`) and the FTL state (`ftl.state`),
+    /// which is saved on exit and loaded on start.
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Control socket for `vssd ctl` [default: SOCKET.ctl].
+    #[arg(long, value_name = "PATH")]
+    pub control: Option<PathBuf>,
+    /// Request queues offered to the guest (QEMU's `num-queues` must not exceed it).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub queues: u16,
+    /// Largest queue size accepted (QEMU's `queue-size`, default 128).
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    pub queue_size: u16,
+    /// Seed of the model's random choices.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// Errors of `vssd serve` (startup problems mostly).
+#[derive(Debug, Error)]
+pub enum ServeError {
+    /// The profile does not load.
+    #[error(transparent)]
+    Profile(#[from] ProfileError),
+    /// Another process listens on the socket path.
+    #[error("{0} is in use by a running process (another vssd or qemu-storage-daemon?)")]
+    SocketInUse(PathBuf),
+    /// Something that is not a socket is at the path.
+    #[error("{0} exists and is not a socket; refusing to replace it")]
+    NotASocket(PathBuf),
+    /// Binding or preparing a socket failed.
+    #[error("cannot listen on {path}")]
+    Bind {
+        /// The socket.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// Bad option values.
+    #[error("{0}")]
+    Usage(String),
+    /// Opening the drive failed.
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+    /// The state directory is unusable.
+    #[error("cannot create state directory {path}")]
+    StateDir {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// vhost-user setup failed.
+    #[error("vhost-user: {0}")]
+    Vhost(String),
+    /// Thread, signal or eventfd setup failed.
+    #[error("daemon setup")]
+    Setup(#[source] io::Error),
+}
+
+/// Refuse a path held by a live listener or by a non-socket; remove a stale socket.
+fn claim_socket_path(path: &Path) -> Result<(), ServeError> {
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(ServeError::Bind {
+            path: path.into(),
+            source,
+        }),
+        Ok(m) if !m.file_type().is_socket() => Err(ServeError::NotASocket(path.into())),
+        Ok(_) => {
+            if UnixStream::connect(path).is_ok() {
+                return Err(ServeError::SocketInUse(path.into()));
+            }
+            std::fs::remove_file(path).map_err(|source| ServeError::Bind {
+                path: path.into(),
+                source,
+            })
+        }
+    }
+}
+
+fn block_signals() -> io::Result<libc::sigset_t> {
+    // SAFETY: sigset_t is plain data; sigemptyset/sigaddset initialise it and
+    // pthread_sigmask only changes this thread's mask (inherited by threads
+    // spawned afterwards, so only the signal thread receives them).
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        let r = libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        if r != 0 {
+            return Err(io::Error::from_raw_os_error(r));
+        }
+        Ok(set)
+    }
+}
+
+fn wait_signal(set: &libc::sigset_t) -> i32 {
+    let mut sig: libc::c_int = 0;
+    // SAFETY: `set` is an initialised sigset and `sig` a valid out-pointer.
+    let r = unsafe { libc::sigwait(set, &mut sig) };
+    if r == 0 { sig } else { 0 }
+}
+
+struct Conn {
+    backend: BlkBackend,
+    handle: Option<ShutdownHandle>,
+}
+
+/// Deliver pending completions (bounded wait), then disconnect the frontend.
+fn stop_connection(conn: &Conn) {
+    conn.backend.drain();
+    let start = Instant::now();
+    while conn.backend.pending() > 0 && start.elapsed() < Duration::from_secs(2) {
+        thread::sleep(Duration::from_millis(5));
+    }
+    if let Some(h) = &conn.handle {
+        h.shutdown();
+    }
+}
+
+fn poll_two(a: i32, b: i32) -> io::Result<()> {
+    let mut fds = [
+        libc::pollfd {
+            fd: a,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: b,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    loop {
+        // SAFETY: `fds` is a valid array of two pollfd structures.
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+        if r >= 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Run the daemon until SIGINT/SIGTERM.
+pub fn run(args: ServeArgs) -> Result<(), ServeError> {
+    let sigset = block_signals().map_err(ServeError::Setup)?;
+    let profile = Profile::load_with_capacity(&args.profile, args.capacity)?;
+    if !args.queue_size.is_power_of_two() {
+        return Err(ServeError::Usage(format!(
+            "--queue-size {} must be a power of two",
+            args.queue_size
+        )));
+    }
+    let control = args
+        .control
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("{}.ctl", args.socket.display())));
+    let (data, state_file) = match (&args.state_dir, &args.backing, args.memory) {
+        (Some(dir), _, _) => {
+            std::fs::create_dir_all(dir).map_err(|source| ServeError::StateDir {
+                path: dir.clone(),
+                source,
+            })?;
+            (
+                DataLocation::File(dir.join("disk.img")),
+                Some(dir.join("ftl.state")),
+            )
+        }
+        (None, Some(f), _) => (DataLocation::File(f.clone()), None),
+        (None, None, true) => (DataLocation::Memory, None),
+        (None, None, false) => (
+            DataLocation::File(PathBuf::from(format!("{}.img", args.socket.display()))),
+            None,
+        ),
+    };
+
+    claim_socket_path(&args.socket)?;
+    claim_socket_path(&control)?;
+
+    let device = Arc::new(Device::open(DeviceOptions {
+        profile,
+        data: data.clone(),
+        state_file,
+        seed: args.seed,
+    })?);
+
+    // Control socket, created 0600 (umask while binding; no other thread yet).
+    // SAFETY: umask only swaps the process file-mode mask.
+    let old = unsafe { libc::umask(0o177) };
+    let ctl_listener = UnixListener::bind(&control);
+    // SAFETY: restores the previous mask.
+    unsafe { libc::umask(old) };
+    let ctl_listener = ctl_listener.map_err(|source| ServeError::Bind {
+        path: control.clone(),
+        source,
+    })?;
+    let mut listener = Listener::new(&args.socket, false).map_err(|e| ServeError::Bind {
+        path: args.socket.clone(),
+        source: io::Error::other(e.to_string()),
+    })?;
+
+    let info_ = ServerInfo {
+        queues: args.queues,
+        socket: args.socket.display().to_string(),
+    };
+    server::spawn(ctl_listener, device.clone(), info_).map_err(ServeError::Setup)?;
+
+    info!(
+        "vssd: {} ({}) on {} [{} queue(s)], control {}, data {}",
+        device.profile().name,
+        format_size(device.capacity()),
+        args.socket.display(),
+        args.queues,
+        control.display(),
+        match &data {
+            DataLocation::File(p) => p.display().to_string(),
+            DataLocation::Memory => "in memory".into(),
+        }
+    );
+
+    let stopping = Arc::new(AtomicBool::new(false));
+    let current: Arc<Mutex<Option<Conn>>> = Arc::new(Mutex::new(None));
+    let wake = EventFd::new(EFD_NONBLOCK).map_err(ServeError::Setup)?;
+    {
+        let stopping = stopping.clone();
+        let current = current.clone();
+        let wake = wake.try_clone().map_err(ServeError::Setup)?;
+        thread::Builder::new()
+            .name("vssd-signals".into())
+            .spawn(move || {
+                loop {
+                    let sig = wait_signal(&sigset);
+                    if sig == 0 {
+                        continue;
+                    }
+                    if stopping.swap(true, Ordering::SeqCst) {
+                        warn!("second signal: exiting without saving state");
+                        std::process::exit(130);
+                    }
+                    info!("signal {sig}: finishing in-flight requests and shutting down");
+                    let _ = wake.write(1);
+                    let cur = current.lock().unwrap_or_else(|e| e.into_inner());
+                    if let Some(c) = cur.as_ref() {
+                        stop_connection(c);
+                    }
+                }
+            })
+            .map_err(ServeError::Setup)?;
+    }
+
+    let result = serve_loop(&args, &device, &mut listener, &wake, &stopping, &current);
+
+    info!("syncing data and saving drive state");
+    let closed = device.close();
+    let _ = std::fs::remove_file(&control);
+    drop(listener); // removes the vhost-user socket
+    result?;
+    closed?;
+    info!("vssd: stopped cleanly");
+    Ok(())
+}
+
+fn serve_loop(
+    args: &ServeArgs,
+    device: &Arc<Device>,
+    listener: &mut Listener,
+    wake: &EventFd,
+    stopping: &AtomicBool,
+    current: &Mutex<Option<Conn>>,
+) -> Result<(), ServeError> {
+    let vhost = |e: &dyn std::fmt::Display| ServeError::Vhost(e.to_string());
+    loop {
+        poll_two(listener.as_raw_fd(), wake.as_raw_fd()).map_err(ServeError::Setup)?;
+        if stopping.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let backend = BlkBackend::new(device.clone(), args.queues, args.queue_size)
+            .map_err(ServeError::Setup)?;
+        let mem = GuestMemoryAtomic::new(GuestMemoryMmap::new());
+        let mut daemon = VhostUserDaemon::new("vssd-vhost".into(), backend.clone(), mem)
+            .map_err(|e| vhost(&e))?;
+        for (i, h) in daemon.get_epoll_handlers().iter().enumerate() {
+            h.register_listener(backend.timer_fd(i), EventSet::IN, backend.timer_event_id())
+                .map_err(ServeError::Setup)?;
+        }
+        if let Err(e) = daemon.start(listener) {
+            warn!("accepting a frontend failed: {e}");
+            continue;
+        }
+        let st = &device.stats;
+        st.connected.store(true, Ordering::SeqCst);
+        let n = st.connections.fetch_add(1, Ordering::SeqCst) + 1;
+        info!("frontend connected (connection {n})");
+        {
+            let mut cur = current.lock().unwrap_or_else(|e| e.into_inner());
+            let conn = Conn {
+                backend: backend.clone(),
+                handle: daemon.shutdown_handle(),
+            };
+            if stopping.load(Ordering::SeqCst) {
+                stop_connection(&conn);
+            }
+            *cur = Some(conn);
+        }
+        let r = daemon.wait();
+        *current.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        st.connected.store(false, Ordering::SeqCst);
+        match r {
+            Ok(()) => info!("frontend disconnected; waiting for the next one"),
+            Err(e) => warn!("frontend connection ended: {e}; waiting for the next one"),
+        }
+        // Dropping the daemon stops its queue threads; the drive lives on.
+        backend.reset_pending();
+        drop(daemon);
+    }
+}
