@@ -145,7 +145,7 @@ fn s2_used_drive_is_slow_then_recovers() {
     let bw2 = again.jobs[0].bw_bytes(Dir::Write);
     eprintln!("second pass {:.1} MB/s", bw2 / MB);
     assert!(
-        (bw2 / fresh - 1.0).abs() < 0.05,
+        (bw2 / fresh - 1.0).abs() < 0.10,
         "a second sequential pass ({:.1} MB/s) is not back at fresh ({:.1} MB/s)",
         bw2 / MB,
         fresh / MB
