@@ -239,6 +239,9 @@ impl RunReport {
     }
 }
 
+/// I/Os a time-based job may issue at one instant before the run is declared stuck.
+const STUCK_CLOCK_ISSUES: u32 = 1 << 20;
+
 const EV_DONE: u8 = 0;
 const EV_START: u8 = 1;
 const EV_RESUME: u8 = 2;
@@ -358,6 +361,10 @@ struct Inst {
     issued_bytes: u64,
     issued_ios: u64,
     think_count: u64,
+    /// Time of the last issue and how many I/Os were issued at that very
+    /// time: a time-based job on a drive that takes no time would never end.
+    last_issue_ns: u64,
+    same_time_issues: u32,
     thinking: bool,
     resume_pending: bool,
     fsynced: bool,
@@ -510,6 +517,8 @@ fn resolve(jobs: &[JobSpec], capacity: u64, seed: u64) -> Result<Vec<Inst>, SimE
                 issued_bytes: 0,
                 issued_ios: 0,
                 think_count: 0,
+                last_issue_ns: u64::MAX,
+                same_time_issues: 0,
                 thinking: false,
                 resume_pending: false,
                 fsynced: false,
@@ -628,6 +637,23 @@ impl<T: Target> Engine<'_, T> {
             len,
             payload,
         };
+        if job.time_based {
+            if t == job.last_issue_ns {
+                job.same_time_issues += 1;
+                if job.same_time_issues > STUCK_CLOCK_ISSUES {
+                    return Err(SimError::Job {
+                        job: job.name.clone(),
+                        origin: job.origin.clone(),
+                        msg: format!(
+                            "virtual time stopped advancing ({STUCK_CLOCK_ISSUES} I/Os at {t} ns): a time-based job cannot end on a drive that takes no time (profile `instant`?)"
+                        ),
+                    });
+                }
+            } else {
+                job.last_issue_ns = t;
+                job.same_time_issues = 0;
+            }
+        }
         if t >= job.stats_start_ns {
             job.issued_bytes += len;
             job.issued_ios += 1;
@@ -1225,6 +1251,17 @@ mod tests {
         assert_ne!(offsets(1, j), offsets(2, j));
         let j = "[j]\nrw=randread\nnumber_ios=50\nrandseed=9\n";
         assert_eq!(offsets(1, j), offsets(2, j));
+    }
+
+    #[test]
+    fn time_based_job_on_a_timeless_drive_is_an_error() {
+        let mut m = Mock::new(64 * MIB, 0, false);
+        let jf = parse("[j]\nrw=read\ntime_based\nruntime=1\n", "t").unwrap();
+        let e = run_jobs(&mut m, &jf.jobs, 1, 0, &mut |_| {}).unwrap_err();
+        assert!(e.to_string().contains("stopped advancing"), "{e}");
+        // Without time_based the job ends by size, even at zero latency.
+        let r = run(&mut m, "[j]\nrw=read\nsize=1m\n");
+        assert_eq!((r[0].dir[0].ios, r[0].runtime_ns()), (256, 0));
     }
 
     #[test]
