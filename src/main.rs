@@ -30,6 +30,8 @@ enum Cmd {
         #[command(subcommand)]
         what: Option<ProfilesCmd>,
     },
+    /// Run fio job files against the drive model in virtual time.
+    Sim(vssd::sim::SimArgs),
 }
 
 #[derive(Subcommand)]
@@ -113,6 +115,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Profiles { what } => profiles(what),
+        Cmd::Sim(args) => vssd::sim::run(args).map_err(Into::into),
         Cmd::Demo(a) => vssd::demo::run(a).map_err(Into::into),
         Cmd::Serve(a) => vssd::serve::run(a).map_err(Into::into),
         Cmd::Ctl(a) => vssd::ctl::run(a).map_err(Into::into),
