@@ -44,9 +44,15 @@ impl Serve {
         let deadline = Instant::now() + Duration::from_secs(30);
         while !(socket.exists() && control.exists()) {
             if let Ok(Some(st)) = child.try_wait() {
-                panic!("vssd serve exited ({st}): {}", std::fs::read_to_string(&log).unwrap_or_default());
+                panic!(
+                    "vssd serve exited ({st}): {}",
+                    std::fs::read_to_string(&log).unwrap_or_default()
+                );
             }
-            assert!(Instant::now() < deadline, "vssd serve did not create its sockets");
+            assert!(
+                Instant::now() < deadline,
+                "vssd serve did not create its sockets"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
         Serve {
@@ -71,7 +77,11 @@ impl Serve {
             .args(["stats", "--json"])
             .output()
             .expect("running vssd ctl");
-        assert!(out.status.success(), "vssd ctl stats failed: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "vssd ctl stats failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         serde_json::from_slice(&out.stdout).expect("ctl stats --json prints JSON")
     }
 
@@ -83,7 +93,11 @@ impl Serve {
             libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
         }
         let st = child.wait().unwrap();
-        assert!(st.success(), "vssd serve exited with {st}: {}", std::fs::read_to_string(&self.log).unwrap_or_default());
+        assert!(
+            st.success(),
+            "vssd serve exited with {st}: {}",
+            std::fs::read_to_string(&self.log).unwrap_or_default()
+        );
     }
 }
 
@@ -117,7 +131,16 @@ fn setup() -> std::sync::MutexGuard<'static, ()> {
 fn guest_sees_the_advertised_disk() {
     let _g = setup();
     let dir = scratch_dir();
-    let serve = Serve::start(dir.path(), &["--profile", "sata-mlc-2011", "--capacity", "256M", "--memory"]);
+    let serve = Serve::start(
+        dir.path(),
+        &[
+            "--profile",
+            "sata-mlc-2011",
+            "--capacity",
+            "256M",
+            "--memory",
+        ],
+    );
     let run = boot(
         &serve,
         "q=/sys/block/vda/queue
@@ -152,16 +175,32 @@ fn data_survives_a_new_guest_and_a_daemon_restart() {
     let _g = setup();
     let dir = scratch_dir();
     let state = dir.path().join("state");
-    let args = ["--profile", "sata-mlc-2011", "--capacity", "256M", "--state-dir", state.to_str().unwrap()];
+    let args = [
+        "--profile",
+        "sata-mlc-2011",
+        "--capacity",
+        "256M",
+        "--state-dir",
+        state.to_str().unwrap(),
+    ];
     // Two jobs, one per half, on two vCPUs: blk-mq maps them to both queues.
     let fio = "fio --name=v --filename=/dev/vda --ioengine=libaio --direct=1 --iodepth=32 \
         --numjobs=2 --size=50% --offset_increment=50% --rw=randwrite --bs=16k \
         --verify=crc32c --verify_fatal=1 --randseed=42";
     let serve = Serve::start(dir.path(), &args);
-    let run = boot(&serve, &format!("{fio} --do_verify=1 && echo queues=$(ls /sys/block/vda/mq | wc -l)"));
+    let run = boot(
+        &serve,
+        &format!("{fio} --do_verify=1 && echo queues=$(ls /sys/block/vda/mq | wc -l)"),
+    );
     assert!(run.output.contains("err= 0"), "{}", run.output);
-    assert!(run.output.contains("queues=2"), "guest uses both queues: {}", run.output);
-    let written = serve.stats()["counters"]["host_written_bytes"].as_u64().unwrap();
+    assert!(
+        run.output.contains("queues=2"),
+        "guest uses both queues: {}",
+        run.output
+    );
+    let written = serve.stats()["counters"]["host_written_bytes"]
+        .as_u64()
+        .unwrap();
     assert!(written >= 256 << 20, "stats show {written} bytes written");
 
     // 5: another guest, same daemon.
@@ -171,7 +210,9 @@ fn data_survives_a_new_guest_and_a_daemon_restart() {
     // 2: restart the daemon; the FTL state and the data come back.
     serve.stop();
     let serve = Serve::start(dir.path(), &args);
-    let after = serve.stats()["counters"]["host_written_bytes"].as_u64().unwrap();
+    let after = serve.stats()["counters"]["host_written_bytes"]
+        .as_u64()
+        .unwrap();
     assert_eq!(after, written, "counters restored from the state dir");
     let run = boot(&serve, &format!("{fio} --verify_only"));
     assert!(run.output.contains("err= 0"), "{}", run.output);
@@ -183,7 +224,16 @@ fn data_survives_a_new_guest_and_a_daemon_restart() {
 fn discarded_range_reads_zeros_and_is_counted() {
     let _g = setup();
     let dir = scratch_dir();
-    let serve = Serve::start(dir.path(), &["--profile", "sata-mlc-2011", "--capacity", "256M", "--memory"]);
+    let serve = Serve::start(
+        dir.path(),
+        &[
+            "--profile",
+            "sata-mlc-2011",
+            "--capacity",
+            "256M",
+            "--memory",
+        ],
+    );
     let run = boot(
         &serve,
         "set -e
@@ -204,8 +254,13 @@ echo outside=$(dd if=/dev/vda bs=1M skip=12 count=4 iflag=direct 2>/dev/null | t
     };
     assert!(get("before") > 8_000_000, "random data was written");
     assert_eq!(get("after"), 0, "discarded range reads as zeros");
-    assert!(get("outside") > 4_000_000, "data outside the range untouched");
-    let trimmed = serve.stats()["counters"]["host_trimmed_bytes"].as_u64().unwrap();
+    assert!(
+        get("outside") > 4_000_000,
+        "data outside the range untouched"
+    );
+    let trimmed = serve.stats()["counters"]["host_trimmed_bytes"]
+        .as_u64()
+        .unwrap();
     assert!(trimmed >= 8 << 20, "stats show {trimmed} bytes trimmed");
     serve.stop();
 }
@@ -216,7 +271,14 @@ echo outside=$(dd if=/dev/vda bs=1M skip=12 count=4 iflag=direct 2>/dev/null | t
 fn used_state_and_trim_recovery_are_visible_in_the_guest() {
     let _g = setup();
     let out = Command::new(BIN)
-        .args(["demo", "--json", "--capacity", "256M", "--random-passes", "1.5"])
+        .args([
+            "demo",
+            "--json",
+            "--capacity",
+            "256M",
+            "--random-passes",
+            "1.5",
+        ])
         .stdin(Stdio::null())
         .output()
         .expect("running vssd demo");
@@ -226,21 +288,47 @@ fn used_state_and_trim_recovery_are_visible_in_the_guest() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("demo --json prints JSON");
-    let first = |name: &str| -> f64 {
+    let r: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("demo --json prints JSON");
+    let phase = |name: &str| -> Vec<f64> {
         r["phases"]
             .as_array()
             .unwrap()
             .iter()
             .find(|p| p["name"] == name)
-            .unwrap_or_else(|| panic!("no phase {name} in {r}"))["quarters_bytes_s"][0]
-            .as_f64()
+            .unwrap_or_else(|| panic!("no phase {name} in {r}"))["quarters_bytes_s"]
+            .as_array()
             .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect()
     };
-    let (fresh, used, trimmed) = (first("fresh"), first("used"), first("trimmed"));
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let (fresh, used, trimmed) = (phase("fresh"), phase("used"), phase("trimmed"));
     let predicted = r["predicted_seq_write_bytes_s"].as_f64().unwrap();
     eprintln!("phases (bytes/s per quarter of the disk): {}", r["phases"]);
-    assert!(fresh > 0.6 * predicted, "fresh {fresh} far below the model's {predicted}");
-    assert!(used < 0.5 * fresh, "used state not visible: {used} vs fresh {fresh}");
-    assert!(trimmed > 0.8 * fresh, "no recovery after TRIM: {trimmed} vs fresh {fresh}");
+    // Guest-side figures carry the host's scheduling noise (TCG, shared
+    // cores), so the checks compare phases of one run with wide margins.
+    let fresh_mean = mean(&fresh);
+    assert!(
+        fresh_mean > 0.6 * predicted,
+        "fresh {fresh_mean} far below the model's {predicted}"
+    );
+    assert!(
+        used[0] < 0.5 * fresh[0],
+        "used state not visible: {used:?} vs fresh {fresh:?}"
+    );
+    assert!(
+        used[3] > used[0],
+        "no recovery as sequential writing continues: {used:?}"
+    );
+    let best_trimmed = trimmed.iter().cloned().fold(0.0, f64::max);
+    assert!(
+        best_trimmed > 0.85 * fresh_mean,
+        "no recovery after TRIM: {trimmed:?} vs fresh {fresh:?}"
+    );
+    assert!(
+        mean(&trimmed) > 3.0 * mean(&used),
+        "TRIM made little difference: {trimmed:?} vs used {used:?}"
+    );
 }

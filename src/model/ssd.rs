@@ -1181,7 +1181,10 @@ impl Ssd {
             .filter(|&b| self.state[b] == BlockState::Full as u8 && self.valid[b] == 0)
             .count() as u64;
         if empty != self.empty_full {
-            return Err(format!("{empty} full blocks without valid data, counter says {}", self.empty_full));
+            return Err(format!(
+                "{empty} full blocks without valid data, counter says {}",
+                self.empty_full
+            ));
         }
         if states(BlockState::Victim) != 0 {
             return Err("a GC victim was left half-collected".into());
