@@ -126,7 +126,7 @@ fn setup() -> std::sync::MutexGuard<'static, ()> {
     guest_lock()
 }
 
-/// 1. The guest sees the advertised size, discard and write-zeroes limits and block sizes.
+/// Test 1: the guest sees the advertised size, discard and write-zeroes limits and block sizes.
 #[test]
 fn guest_sees_the_advertised_disk() {
     let _g = setup();
@@ -167,7 +167,7 @@ done",
     serve.stop();
 }
 
-/// 2 and 5. fio write+verify (crc32c) over the whole disk at QD 32 on both
+/// Tests 2 and 5: fio write+verify (crc32c) over the whole disk at QD 32 on both
 /// queues; a second guest on the same running daemon verifies the data; so
 /// does a third after a clean daemon restart with a state dir.
 #[test]
@@ -219,7 +219,7 @@ fn data_survives_a_new_guest_and_a_daemon_restart() {
     serve.stop();
 }
 
-/// 3. blkdiscard of a range, then reading it returns zeros; stats show the trim.
+/// Test 3: blkdiscard of a range, then reading it returns zeros; stats show the trim.
 #[test]
 fn discarded_range_reads_zeros_and_is_counted() {
     let _g = setup();
@@ -265,7 +265,7 @@ echo outside=$(dd if=/dev/vda bs=1M skip=12 count=4 iflag=direct 2>/dev/null | t
     serve.stop();
 }
 
-/// 4. The used state and its recovery after TRIM, measured by fio in the
+/// Test 4: the used state and its recovery after TRIM, measured by fio in the
 /// guest — the README's main job (`vssd demo`), with its JSON report.
 #[test]
 fn used_state_and_trim_recovery_are_visible_in_the_guest() {
