@@ -42,6 +42,8 @@ case " $TARGETS " in *" vssd "* | *" qsd "*) ;; *) die "TARGETS must name vssd a
 # --- Guest image and accelerator ----------------------------------------------------
 "$ROOT/vm-images/build-guest.sh" "$GUEST_DIR"
 KREL=$(cat "$GUEST_DIR/kernel-release")
+KERNEL="$GUEST_DIR/vmlinux"  # ELF with PVH entry: faster boot (see build-guest.sh)
+[[ -f "$KERNEL" ]] || KERNEL="$GUEST_DIR/vmlinuz"
 ACCEL=${VSSD_ACCEL:-}
 if [[ -z "$ACCEL" ]]; then
     ACCEL=tcg
@@ -162,8 +164,8 @@ rc=0
 timeout --kill-after=10 "$TIMEOUT" "$QEMU" -nodefaults -no-user-config -no-reboot -display none \
     -accel "$ACCEL_ARG" -smp 2 -m 1024M \
     -object memory-backend-memfd,id=mem,size=1024M,share=on -numa node,memdev=mem \
-    -kernel "$GUEST_DIR/vmlinuz" -initrd "$GUEST_DIR/initrd.cpio" \
-    -append "console=ttyS0 panic=-1 vssd.script=$WORK/script.sh vssd.token=$TOKEN" \
+    -kernel "$KERNEL" -initrd "$GUEST_DIR/initrd.cpio" \
+    -append "console=ttyS0 panic=-1 mitigations=off vssd.script=$WORK/script.sh vssd.token=$TOKEN" \
     -chardev "file,id=console,path=$LOGF" -serial chardev:console \
     -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
     "${DISK_ARGS[@]}" </dev/null >"$WORK/qemu.log" 2>&1 || rc=$?
