@@ -53,6 +53,7 @@ exit 7
 #[test]
 fn vhost_user_blk_disk_passes_fio_verify() {
     let _lock = setup();
+    require_program("fio"); // run by the guest from the host's root
     let dir = scratch_dir();
     let socket = dir.path().join("qsd.sock");
     let size = 256 * MIB;
