@@ -270,6 +270,9 @@ pub struct Ssd {
     buffer_last_release: u64,
     pub(crate) raw: Raw,
     pub(crate) seed: u64,
+    /// Scratch space reused by every GC victim (no allocation per victim).
+    gc_lpns: Vec<u64>,
+    gc_pages: Vec<(usize, u32)>,
 }
 
 impl Ssd {
@@ -308,6 +311,8 @@ impl Ssd {
             buffer_last_release: 0,
             raw: Raw::default(),
             seed,
+            gc_lpns: Vec::new(),
+            gc_pages: Vec::new(),
             geo,
         };
         ssd.free = (0..ssd.geo.dies)
@@ -863,33 +868,44 @@ impl Ssd {
         } else {
             self.raw.bg_gc_victims += 1;
         }
+        // Pass 1: the victim's valid units, page by page (a sequential scan
+        // of the reverse map).
         let upd = self.geo.units_per_dpage;
-        let mut lpns: Vec<u64> = Vec::with_capacity(upd as usize);
+        let mut lpns = std::mem::take(&mut self.gc_lpns);
+        let mut pages = std::mem::take(&mut self.gc_pages);
+        lpns.clear();
+        pages.clear();
         for page in 0..self.geo.pages_per_block {
-            if self.valid[victim as usize] == 0 {
-                break;
-            }
-            lpns.clear();
             let mut slots = 0u64;
+            let before = lpns.len();
             for slot in 0..upd {
-                let ppn = self.geo.ppn(victim, page, slot);
-                let e = self.p2l.get(ppn as usize);
+                let e = self.p2l.get(self.geo.ppn(victim, page, slot) as usize);
                 if e != 0 {
                     lpns.push(e - 1);
                     slots |= 1u64 << (slot / self.geo.units_per_page).min(63);
                 }
             }
-            if lpns.is_empty() {
-                continue;
+            if lpns.len() > before {
+                pages.push((lpns.len() - before, slots.count_ones()));
             }
-            self.raw.nand_pages_read += slots.count_ones() as u64;
-            let ready = self.nand_read(die, t, lpns.len() as u64 * self.geo.unit_bytes);
-            for &lpn in &lpns {
+        }
+        // Their mapping entries are scattered: load them all first so the
+        // cache misses overlap instead of stalling one by one below.
+        self.l2p.warm(&lpns);
+        // Pass 2: read each page, then program its units at the GC write point.
+        let mut next = 0;
+        for &(n, plane_pages) in &pages {
+            self.raw.nand_pages_read += plane_pages as u64;
+            let ready = self.nand_read(die, t, n as u64 * self.geo.unit_bytes);
+            for &lpn in &lpns[next..next + n] {
                 self.ensure_gc_block(die, ready);
                 self.place_on(Stream::Gc, die, lpn, ready);
                 self.raw.gc_copies += 1;
             }
+            next += n;
         }
+        self.gc_lpns = lpns;
+        self.gc_pages = pages;
         debug_assert_eq!(self.valid[victim as usize], 0);
         self.erase_block(die, victim, t.max(self.die_busy[die]));
         true
