@@ -156,7 +156,7 @@ blkdiscard -o 2097152 -l 1048576 /dev/nvme0n1 && echo nvme-trim=ok
 #[test]
 fn timeout_kills_the_guest_and_reports_the_console() {
     let _lock = setup();
-    let err = run_script("echo started; sleep 100000", Duration::from_secs(45))
+    let err = run_script("echo started; sleep 100000", Duration::from_secs(30))
         .expect_err("a never-ending script must time out");
     let text = err.to_string();
     assert!(matches!(err, GuestError::Timeout { .. }), "{text}");
