@@ -364,7 +364,10 @@ fn serve_loop(
         *current.lock().unwrap_or_else(|e| e.into_inner()) = None;
         st.connected.store(false, Ordering::SeqCst);
         match r {
-            Ok(()) => info!("frontend disconnected; waiting for the next one"),
+            Ok(())
+            | Err(vhost_user_backend::Error::HandleRequest(
+                vhost::vhost_user::Error::Disconnected | vhost::vhost_user::Error::PartialMessage,
+            )) => info!("frontend disconnected; waiting for the next one"),
             Err(e) => warn!("frontend connection ended: {e}; waiting for the next one"),
         }
         // Dropping the daemon stops its queue threads; the drive lives on.

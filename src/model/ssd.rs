@@ -243,6 +243,8 @@ pub struct Ssd {
     bprev: Vec<u32>,
     /// Per die: bucket heads, indexed by valid count (0..=units_per_block).
     heads: Vec<Vec<u32>>,
+    /// Full blocks holding no valid data (reclaimable by an erase alone).
+    empty_full: u64,
     /// Per die: erased blocks, oldest first (so wear rotates through all).
     pub(crate) free: Vec<VecDeque<u32>>,
     pub(crate) host_wp: Vec<WritePoint>,
@@ -268,6 +270,9 @@ pub struct Ssd {
     buffer_last_release: u64,
     pub(crate) raw: Raw,
     pub(crate) seed: u64,
+    /// Scratch space reused by every GC victim (no allocation per victim).
+    gc_lpns: Vec<u64>,
+    gc_pages: Vec<(usize, u32)>,
 }
 
 impl Ssd {
@@ -287,6 +292,7 @@ impl Ssd {
             bnext: vec![NONE; nblocks],
             bprev: vec![NONE; nblocks],
             heads: vec![vec![NONE; geo.units_per_block as usize + 1]; geo.dies as usize],
+            empty_full: 0,
             free: Vec::new(),
             host_wp: vec![WritePoint::EMPTY; geo.dies as usize],
             gc_wp: vec![WritePoint::EMPTY; geo.dies as usize],
@@ -305,6 +311,8 @@ impl Ssd {
             buffer_last_release: 0,
             raw: Raw::default(),
             seed,
+            gc_lpns: Vec::new(),
+            gc_pages: Vec::new(),
             geo,
         };
         ssd.free = (0..ssd.geo.dies)
@@ -392,6 +400,7 @@ impl Ssd {
         for c in &mut self.chan {
             c.prune(now);
         }
+        self.erase_in_gaps(now);
         self.background(now);
 
         // Queue-depth limit: a command beyond the drive's tags waits for one.
@@ -761,6 +770,7 @@ impl Ssd {
         }
         self.bnext.fill(NONE);
         self.bprev.fill(NONE);
+        self.empty_full = 0;
         for b in 0..self.valid.len() as u32 {
             if self.state[b as usize] == BlockState::Full as u8 {
                 self.bucket_insert(b);
@@ -771,6 +781,9 @@ impl Ssd {
     fn bucket_insert(&mut self, b: u32) {
         let die = self.geo.die_of_block(b) as usize;
         let v = self.valid[b as usize] as usize;
+        if v == 0 {
+            self.empty_full += 1;
+        }
         let head = self.heads[die][v];
         self.bnext[b as usize] = head;
         self.bprev[b as usize] = NONE;
@@ -783,6 +796,9 @@ impl Ssd {
     fn bucket_remove(&mut self, b: u32) {
         let die = self.geo.die_of_block(b) as usize;
         let v = self.valid[b as usize] as usize;
+        if v == 0 {
+            self.empty_full -= 1;
+        }
         let (p, n) = (self.bprev[b as usize], self.bnext[b as usize]);
         if p != NONE {
             self.bnext[p as usize] = n;
@@ -852,41 +868,56 @@ impl Ssd {
         } else {
             self.raw.bg_gc_victims += 1;
         }
+        // Pass 1: the victim's valid units, page by page (a sequential scan
+        // of the reverse map).
         let upd = self.geo.units_per_dpage;
-        let mut lpns: Vec<u64> = Vec::with_capacity(upd as usize);
+        let mut lpns = std::mem::take(&mut self.gc_lpns);
+        let mut pages = std::mem::take(&mut self.gc_pages);
+        lpns.clear();
+        pages.clear();
         for page in 0..self.geo.pages_per_block {
-            if self.valid[victim as usize] == 0 {
-                break;
-            }
-            lpns.clear();
             let mut slots = 0u64;
+            let before = lpns.len();
             for slot in 0..upd {
-                let ppn = self.geo.ppn(victim, page, slot);
-                let e = self.p2l.get(ppn as usize);
+                let e = self.p2l.get(self.geo.ppn(victim, page, slot) as usize);
                 if e != 0 {
                     lpns.push(e - 1);
                     slots |= 1u64 << (slot / self.geo.units_per_page).min(63);
                 }
             }
-            if lpns.is_empty() {
-                continue;
+            if lpns.len() > before {
+                pages.push((lpns.len() - before, slots.count_ones()));
             }
-            self.raw.nand_pages_read += slots.count_ones() as u64;
-            let ready = self.nand_read(die, t, lpns.len() as u64 * self.geo.unit_bytes);
-            for &lpn in &lpns {
+        }
+        // Their mapping entries are scattered: load them all first so the
+        // cache misses overlap instead of stalling one by one below.
+        self.l2p.warm(&lpns);
+        // Pass 2: read each page, then program its units at the GC write point.
+        let mut next = 0;
+        for &(n, plane_pages) in &pages {
+            self.raw.nand_pages_read += plane_pages as u64;
+            let ready = self.nand_read(die, t, n as u64 * self.geo.unit_bytes);
+            for &lpn in &lpns[next..next + n] {
                 self.ensure_gc_block(die, ready);
                 self.place_on(Stream::Gc, die, lpn, ready);
                 self.raw.gc_copies += 1;
             }
+            next += n;
         }
+        self.gc_lpns = lpns;
+        self.gc_pages = pages;
         debug_assert_eq!(self.valid[victim as usize], 0);
-        let es = t.max(self.die_busy[die]);
-        self.die_busy[die] = es + self.geo.t_erase;
-        self.erase_count[victim as usize] += 1;
-        self.raw.erases += 1;
-        self.state[victim as usize] = BlockState::Free as u8;
-        self.free[die].push_back(victim);
+        self.erase_block(die, victim, t.max(self.die_busy[die]));
         true
+    }
+
+    /// Erase block `b` of `die` starting at `start` and return it to the pool.
+    fn erase_block(&mut self, die: usize, b: u32, start: u64) {
+        self.die_busy[die] = start + self.geo.t_erase;
+        self.erase_count[b as usize] += 1;
+        self.raw.erases += 1;
+        self.state[b as usize] = BlockState::Free as u8;
+        self.free[die].push_back(b);
     }
 
     fn ensure_gc_block(&mut self, die: usize, now: u64) {
@@ -895,6 +926,28 @@ impl Ssd {
                 .pop_front()
                 .expect("gc_one checked room or a free block");
             self.open_block(Stream::Gc, die, b, now);
+        }
+    }
+
+    /// A die with nothing to do erases blocks that hold no valid data (left by
+    /// TRIM or overwrites), as long as the erase ends before `now`: such
+    /// erases only use time the die would have spent idle, so they never
+    /// delay host I/O. This is why a trimmed drive is soon back to fresh-like
+    /// speed even without a long idle period.
+    fn erase_in_gaps(&mut self, now: u64) {
+        if self.empty_full == 0 {
+            return;
+        }
+        for die in 0..self.geo.dies as usize {
+            loop {
+                let b = self.heads[die][0];
+                if b == NONE || self.die_busy[die] + self.geo.t_erase > now {
+                    break;
+                }
+                self.bucket_remove(b);
+                self.raw.bg_gc_victims += 1;
+                self.erase_block(die, b, self.die_busy[die]);
+            }
         }
     }
 
@@ -1138,6 +1191,15 @@ impl Ssd {
             return Err(format!(
                 "{} blocks marked open, {open} write points",
                 states(BlockState::Open)
+            ));
+        }
+        let empty = (0..self.valid.len())
+            .filter(|&b| self.state[b] == BlockState::Full as u8 && self.valid[b] == 0)
+            .count() as u64;
+        if empty != self.empty_full {
+            return Err(format!(
+                "{empty} full blocks without valid data, counter says {}",
+                self.empty_full
             ));
         }
         if states(BlockState::Victim) != 0 {
