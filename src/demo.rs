@@ -379,7 +379,8 @@ mod tests {
     #[test]
     fn parses_fio_sections() {
         let job = |bw: u64| format!("{{\"write\":{{\"bw_bytes\":{bw}}}}}");
-        let four = |a, b, c, d| format!("{{\"jobs\":[{},{},{},{}]}}", job(a), job(b), job(c), job(d));
+        let four =
+            |a, b, c, d| format!("{{\"jobs\":[{},{},{},{}]}}", job(a), job(b), job(c), job(d));
         let out = format!(
             "noise\n@@BEGIN fresh\nnote: x\n{}\n@@END fresh\n@@BEGIN used\n{}\n@@END used\n",
             four(100, 200, 300, 400),
