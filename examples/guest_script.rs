@@ -16,12 +16,18 @@ fn main() {
     let timeout = a.get(4).and_then(|t| t.parse().ok()).unwrap_or(300);
     let run = Guest::new()
         .smp(2)
-        .disk(Disk::VhostUserBlk { socket: a[1].clone().into(), num_queues: queues })
+        .disk(Disk::VhostUserBlk {
+            socket: a[1].clone().into(),
+            num_queues: queues,
+        })
         .run_script(&script, Duration::from_secs(timeout));
     match run {
         Ok(r) => {
             print!("{}", r.output);
-            eprintln!("exit {} (boot {:?}, total {:?}, {:?})", r.exit_code, r.boot_time, r.total_time, r.accel);
+            eprintln!(
+                "exit {} (boot {:?}, total {:?}, {:?})",
+                r.exit_code, r.boot_time, r.total_time, r.accel
+            );
             std::process::exit(r.exit_code);
         }
         Err(e) => {
