@@ -40,7 +40,7 @@ STAGE2=(
     fio                 # the workload, run inside the guest from the host root
     libnbd-bin          # nbdinfo, nbdcopy, nbdsh: an independent NBD client
     busybox-static      # guest userland (build-guest.sh downloads its own copy too)
-    cpio kmod           # build-guest.sh: initramfs packing, depmod
+    cpio kmod xz-utils  # build-guest.sh: initramfs packing, depmod, vmlinux extraction
     util-linux          # flock, blkdiscard, fstrim
     e2fsprogs           # mkfs.ext4 in guest scripts
     gcc libc6-dev       # linker for cargo

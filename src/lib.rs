@@ -10,6 +10,7 @@
 //! - [`profile`]: TOML drive profiles and built-in presets.
 
 pub mod ctl;
+pub mod demo;
 pub mod device;
 pub mod frontend;
 pub mod guest;

@@ -7,7 +7,11 @@ use vssd::profile::{Profile, presets};
 use vssd::size::{format_size, parse_size};
 
 #[derive(Parser)]
-#[command(name = "vssd", version, about = "An SSD that does not exist: an emulated flash drive for QEMU guests")]
+#[command(
+    name = "vssd",
+    version,
+    about = "An SSD that does not exist: an emulated flash drive for QEMU guests"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -15,6 +19,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// The main job: boot a guest on an emulated SSD and show fresh, used and trimmed speeds.
+    Demo(vssd::demo::DemoArgs),
     /// Serve an emulated SSD to QEMU over vhost-user-blk.
     Serve(vssd::serve::ServeArgs),
     /// Inspect or reset a running `vssd serve` through its control socket.
@@ -24,6 +30,8 @@ enum Cmd {
         #[command(subcommand)]
         what: Option<ProfilesCmd>,
     },
+    /// Run fio job files against the drive model in virtual time.
+    Sim(vssd::sim::SimArgs),
 }
 
 #[derive(Subcommand)]
@@ -35,6 +43,9 @@ enum ProfilesCmd {
         /// Override the exported capacity (geometry scaled, OP ratio kept).
         #[arg(long, value_parser = parse_size)]
         capacity: Option<u64>,
+        /// Also build the model and print its memory footprint and set-up time.
+        #[arg(long)]
+        measure: bool,
     },
 }
 
@@ -51,11 +62,19 @@ fn profiles(what: Option<ProfilesCmd>) -> Result<(), Box<dyn std::error::Error>>
                 );
             }
         }
-        Some(ProfilesCmd::Show { name, capacity }) => {
+        Some(ProfilesCmd::Show {
+            name,
+            capacity,
+            measure,
+        }) => {
             let p = Profile::load_with_capacity(&name, capacity)?;
             let pr = p.predict();
             let mbs = |v: f64| {
-                if v.is_finite() { format!("{:.0} MB/s", v / 1e6) } else { "unlimited".into() }
+                if v.is_finite() {
+                    format!("{:.0} MB/s", v / 1e6)
+                } else {
+                    "unlimited".into()
+                }
             };
             println!("# {}", p.description);
             println!(
@@ -72,6 +91,19 @@ fn profiles(what: Option<ProfilesCmd>) -> Result<(), Box<dyn std::error::Error>>
                 mbs(pr.channel_bytes_s),
                 mbs(pr.nand_program_bytes_s)
             );
+            if measure {
+                let t0 = std::time::Instant::now();
+                let ssd = vssd::model::Ssd::new(&p, 0);
+                let setup = t0.elapsed();
+                let bytes = ssd.memory_bytes();
+                let units = p.geometry.exported_capacity.0 / p.geometry.mapping_unit.0;
+                println!(
+                    "# model state: {} ({:.2} bytes per mapping unit), initialised in {:.1} ms",
+                    format_size(bytes as u64),
+                    bytes as f64 / units as f64,
+                    setup.as_secs_f64() * 1e3
+                );
+            }
             print!("{}", p.to_toml());
         }
     }
@@ -83,6 +115,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Profiles { what } => profiles(what),
+        Cmd::Sim(args) => vssd::sim::run(args).map_err(Into::into),
+        Cmd::Demo(a) => vssd::demo::run(a).map_err(Into::into),
         Cmd::Serve(a) => vssd::serve::run(a).map_err(Into::into),
         Cmd::Ctl(a) => vssd::ctl::run(a).map_err(Into::into),
     };

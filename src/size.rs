@@ -69,7 +69,7 @@ pub fn format_size(bytes: u64) -> String {
     ];
     for (name, unit) in UNITS {
         if bytes >= unit {
-            if bytes % unit == 0 {
+            if bytes.is_multiple_of(unit) {
                 return format!("{}{}", bytes / unit, name);
             }
             return format!("{:.2}{}", bytes as f64 / unit as f64, name);

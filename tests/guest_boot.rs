@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use common::{StorageDaemon, guest_lock, init_logging, require_program, scratch_dir};
-use vssd::guest::{Disk, Guest, run_script};
+use vssd::guest::{Disk, Guest, GuestError, run_script};
 
 const MIB: u64 = 1 << 20;
 
@@ -53,6 +53,7 @@ exit 7
 #[test]
 fn vhost_user_blk_disk_passes_fio_verify() {
     let _lock = setup();
+    require_program("fio"); // run by the guest from the host's root
     let dir = scratch_dir();
     let socket = dir.path().join("qsd.sock");
     let size = 256 * MIB;
@@ -68,7 +69,7 @@ fio --name=verify --filename=/dev/vda --ioengine=libaio --direct=1 \
     --verify=crc32c --verify_fatal=1 --do_verify=1 --group_reporting \
     --output-format=terse --terse-version=3 >/tmp/fio.out
 echo "fio=ok"
-awk -F';' '{ print "fio: errors=" $5 " write_iops=" $49 " verify_read_iops=" $8 }' /tmp/fio.out
+awk -F';' '/^3;/ { print "fio: errors=" $5 " write_iops=" $49 " verify_read_iops=" $8 }' /tmp/fio.out
 "#;
     let run = Guest::new()
         .disk(Disk::VhostUserBlk {
@@ -141,4 +142,43 @@ blkdiscard -o 2097152 -l 1048576 /dev/nvme0n1 && echo nvme-trim=ok
         run.output
     );
     assert!(run.output.contains("sata-trim=ok") && run.output.contains("nvme-trim=ok"));
+}
+
+/// A run that exceeds its timeout is killed and reported with the end of
+/// the console log (here: a script that never ends).
+#[test]
+fn timeout_kills_the_guest_and_reports_the_console() {
+    let _lock = setup();
+    let err = run_script("echo started; sleep 100000", Duration::from_secs(45))
+        .expect_err("a never-ending script must time out");
+    let text = err.to_string();
+    assert!(matches!(err, GuestError::Timeout { .. }), "{text}");
+    assert!(text.contains("console tail"), "{text}");
+    if let GuestError::Timeout { run_dir, .. } = err {
+        let _ = std::fs::remove_dir_all(run_dir);
+    }
+}
+
+/// QEMU failing at startup (here: no backend behind the vhost-user socket)
+/// is an error carrying QEMU's own message, not a hang.
+#[test]
+fn qemu_startup_failure_is_reported() {
+    let _lock = setup();
+    let dir = scratch_dir();
+    let err = Guest::new()
+        .disk(Disk::VhostUserBlk {
+            socket: dir.path().join("nobody-listens.sock"),
+            num_queues: 1,
+        })
+        .run_script("true", Duration::from_secs(120))
+        .expect_err("QEMU cannot start without its vhost-user backend");
+    let text = err.to_string();
+    assert!(matches!(err, GuestError::QemuExited { .. }), "{text}");
+    assert!(
+        text.contains("nobody-listens.sock"),
+        "QEMU's message should name the socket: {text}"
+    );
+    if let GuestError::QemuExited { run_dir, .. } = err {
+        let _ = std::fs::remove_dir_all(run_dir);
+    }
 }

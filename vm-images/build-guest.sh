@@ -13,11 +13,13 @@
 # read-only over 9p at /host and runs the requested script chrooted there
 # (see the /init written below for the boot protocol and console markers).
 #
-# Outputs in OUTDIR: vmlinuz, initrd.cpio, kernel-release, stamp.
+# Outputs in OUTDIR: vmlinuz (bzImage), vmlinux (the same kernel as an ELF
+# file with a PVH entry, for QEMU -kernel without in-guest decompression;
+# absent if it cannot be extracted), initrd.cpio, kernel-release, stamp.
 # A second run with the same kernel package, busybox version and this script
 # unchanged only checks the stamp. Needs: apt-get/apt-cache (with package
 # lists, run `apt-get update` once), dpkg, cpio, depmod (kmod), sha256sum,
-# flock (util-linux). scripts/install-deps.sh installs them.
+# flock (util-linux), xz (xz-utils, optional: faster boots). scripts/install-deps.sh installs them.
 set -euo pipefail
 
 die() { echo "build-guest.sh: error: $*" >&2; exit 1; }
@@ -138,6 +140,26 @@ BUSYBOX="$WORK/bb/bin/busybox"
 # The package ships no modules.dep (its postinst runs depmod): make one over
 # the subset we unpacked.
 depmod -b "$WORK" "$KREL" 2>/dev/null || die "depmod failed on $MODDIR"
+
+# --- An uncompressed kernel for a faster boot ------------------------------
+# A bzImage decompresses itself (xz) at every boot: seconds under TCG. QEMU
+# can load the ELF vmlinux inside it directly when the kernel has a PVH entry
+# point (CONFIG_PVH). Extract it the way the kernel's extract-vmlinux does:
+# try each xz stream header until one decompresses to an ELF file.
+VMLINUX=""
+if grep -qx 'CONFIG_PVH=y' "$WORK"/boot/config-* && command -v xz >/dev/null 2>&1; then
+    offsets=$(LC_ALL=C grep -obUaP '\xFD7zXZ\x00' "${vmlinuz[0]}" | cut -d: -f1 | head -n 5) || true
+    for off in $offsets; do
+        # (tail gets SIGPIPE when xz stops after the stream: not an error)
+        if { tail -c +$((off + 1)) "${vmlinuz[0]}" || true; } |
+            xz -dc --single-stream >"$WORK/vmlinux" 2>/dev/null &&
+            [[ "$(head -c 4 "$WORK/vmlinux" | od -An -c | tr -d ' ')" == '177ELF' ]]; then
+            VMLINUX="$WORK/vmlinux"
+            break
+        fi
+    done
+    [[ -n "$VMLINUX" ]] || log "warning: no ELF vmlinux found in $(basename "${vmlinuz[0]}"); guests will boot the slower bzImage"
+fi
 
 # --- Resolve the module load order from modules.dep -------------------------------
 # Wanted, in load order. Soft dependencies are listed explicitly since
@@ -270,6 +292,7 @@ chmod 755 "$ROOT/init"
 
 mv -f "$WORK/initrd.cpio" "$OUT/initrd.cpio"
 cp -f "${vmlinuz[0]}" "$OUT/vmlinuz"
+if [[ -n "$VMLINUX" ]]; then mv -f "$VMLINUX" "$OUT/vmlinux"; else rm -f "$OUT/vmlinux"; fi
 echo "$KREL" >"$OUT/kernel-release"
 echo "$KEY" >"$OUT/stamp"
 echo "$FASTKEY" >"$OUT/stamp.fast"

@@ -145,6 +145,10 @@ pub fn detect_accel(image: &GuestImage) -> Result<Accel> {
         Some(v) => v.parse()?,
         None => {
             let accel = probe_kvm(image);
+            log::info!(
+                "KVM verdict cached in {} (delete the line to probe again, or set VSSD_ACCEL)",
+                verdict_path.display()
+            );
             let mut f = OpenOptions::new()
                 .create(true)
                 .append(true)

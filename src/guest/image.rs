@@ -11,7 +11,9 @@ use super::{GuestError, Result, io_err};
 pub struct GuestImage {
     /// The cache directory holding the files below.
     pub dir: PathBuf,
-    /// The kernel (`vmlinuz`, a Debian 6.1 bzImage).
+    /// The kernel for `-kernel`: `vmlinux` (ELF, PVH entry: no in-guest
+    /// decompression, boots seconds faster under TCG) when the build could
+    /// extract it, else `vmlinuz` (the Debian bzImage).
     pub kernel: PathBuf,
     /// The initramfs (`initrd.cpio`: busybox, modules, `/init`).
     pub initrd: PathBuf,
@@ -89,7 +91,10 @@ fn build(dir: &Path) -> Result<GuestImage> {
         .to_string();
     let image = GuestImage {
         dir: dir.to_path_buf(),
-        kernel: dir.join("vmlinuz"),
+        kernel: [dir.join("vmlinux"), dir.join("vmlinuz")]
+            .into_iter()
+            .find(|k| k.is_file())
+            .unwrap_or_else(|| dir.join("vmlinuz")),
         initrd: dir.join("initrd.cpio"),
         kernel_release,
     };

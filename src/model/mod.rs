@@ -166,3 +166,6 @@ pub use ssd::{PersistError, Ssd};
 mod packed;
 mod persist;
 mod timeline;
+
+#[cfg(test)]
+mod proptests;

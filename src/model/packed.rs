@@ -30,7 +30,11 @@ impl PackedVec {
         PackedVec {
             words: vec![0u64; nwords],
             width,
-            mask: if width == 64 { u64::MAX } else { (1u64 << width) - 1 },
+            mask: if width == 64 {
+                u64::MAX
+            } else {
+                (1u64 << width) - 1
+            },
             len,
         }
     }
@@ -44,9 +48,6 @@ impl PackedVec {
         }
         Some(PackedVec { words, len, ..v })
     }
-
-
-
 
     /// The raw storage, for persistence.
     pub fn words(&self) -> &[u64] {
@@ -89,7 +90,6 @@ impl PackedVec {
             self.words[w + 1] = (self.words[w + 1] & !hi_mask) | (v >> (64 - sh));
         }
     }
-
 }
 
 #[cfg(test)]

@@ -92,7 +92,9 @@ impl<R: Read> CrcReader<R> {
     fn len(&mut self, expected: usize, what: &str) -> Result<usize, PersistError> {
         let n = self.u64()?;
         if n != expected as u64 {
-            return Err(corrupt(&format!("{what}: {n} entries, expected {expected}")));
+            return Err(corrupt(&format!(
+                "{what}: {n} entries, expected {expected}"
+            )));
         }
         Ok(expected)
     }
@@ -104,7 +106,11 @@ impl<R: Read> CrcReader<R> {
         while left > 0 {
             let k = left.min(8192);
             self.take(&mut buf[..8 * k])?;
-            out.extend(buf[..8 * k].chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))));
+            out.extend(
+                buf[..8 * k]
+                    .chunks_exact(8)
+                    .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))),
+            );
             left -= k;
         }
         Ok(out)
@@ -113,7 +119,10 @@ impl<R: Read> CrcReader<R> {
         let n = self.len(expected, what)?;
         let mut buf = vec![0u8; 4 * n];
         self.take(&mut buf)?;
-        Ok(buf.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes"))).collect())
+        Ok(buf
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
+            .collect())
     }
     fn bytes(&mut self, max: usize, what: &str) -> Result<Vec<u8>, PersistError> {
         let n = self.u64()?;
@@ -131,7 +140,8 @@ impl<R: Read> CrcReader<R> {
         if block == super::ssd::NONE as u64 {
             return Ok(WritePoint::EMPTY);
         }
-        if block >= nblocks || page >= g.pages_per_block as u64 || slot >= g.units_per_dpage as u64 {
+        if block >= nblocks || page >= g.pages_per_block as u64 || slot >= g.units_per_dpage as u64
+        {
             return Err(corrupt("write point outside the geometry"));
         }
         Ok(WritePoint {
@@ -228,7 +238,9 @@ impl Ssd {
             crc: crc32fast::Hasher::new(),
         };
         let mut head = [0u8; 12];
-        r.inner.read_exact(&mut head).map_err(|_| corrupt("file is too short to be a drive state"))?;
+        r.inner
+            .read_exact(&mut head)
+            .map_err(|_| corrupt("file is too short to be a drive state"))?;
         if &head[..8] != MAGIC {
             return Err(corrupt("not a vssd drive state (bad magic)"));
         }
@@ -274,7 +286,10 @@ impl Ssd {
                 .chunks_exact(4)
                 .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
                 .collect();
-            if list.iter().any(|&b| b as usize >= nblocks || ssd.geo.die_of_block(b) as usize != d) {
+            if list
+                .iter()
+                .any(|&b| b as usize >= nblocks || ssd.geo.die_of_block(b) as usize != d)
+            {
                 return Err(corrupt("free list names a block of another die"));
             }
             free.push(list);
@@ -283,7 +298,9 @@ impl Ssd {
         }
         let computed = r.crc.clone().finalize();
         let mut tail = [0u8; 4];
-        r.inner.read_exact(&mut tail).map_err(|_| corrupt("file is truncated (no checksum)"))?;
+        r.inner
+            .read_exact(&mut tail)
+            .map_err(|_| corrupt("file is truncated (no checksum)"))?;
         if u32::from_le_bytes(tail) != computed {
             return Err(corrupt("checksum mismatch"));
         }
@@ -296,10 +313,18 @@ impl Ssd {
         if cursor >= ssd.geo.dies as u64 {
             return Err(corrupt("write cursor outside the geometry"));
         }
-        ssd.l2p = PackedVec::from_words(l2p_words, ssd.geo.logical_units as usize, ssd.geo.physical_units)
-            .ok_or_else(|| corrupt("mapping table size"))?;
-        ssd.p2l = PackedVec::from_words(p2l_words, ssd.geo.physical_units as usize, ssd.geo.logical_units)
-            .ok_or_else(|| corrupt("reverse map size"))?;
+        ssd.l2p = PackedVec::from_words(
+            l2p_words,
+            ssd.geo.logical_units as usize,
+            ssd.geo.physical_units,
+        )
+        .ok_or_else(|| corrupt("mapping table size"))?;
+        ssd.p2l = PackedVec::from_words(
+            p2l_words,
+            ssd.geo.physical_units as usize,
+            ssd.geo.logical_units,
+        )
+        .ok_or_else(|| corrupt("reverse map size"))?;
         ssd.valid = valid;
         ssd.erase_count = erase;
         ssd.state = state;
@@ -316,7 +341,8 @@ impl Ssd {
         for t in &mut ssd.last_write {
             *t = t.saturating_sub(base);
         }
-        ssd.check_invariants().map_err(|e| corrupt(&format!("inconsistent FTL state: {e}")))?;
+        ssd.check_invariants()
+            .map_err(|e| corrupt(&format!("inconsistent FTL state: {e}")))?;
         Ok(ssd)
     }
 }
@@ -327,15 +353,34 @@ mod tests {
     use crate::model::{Op, Payload, Precondition, Request};
 
     fn small() -> Profile {
-        Profile::load("sata-mlc-2011").unwrap().with_capacity(256 << 20).unwrap()
+        Profile::load("sata-mlc-2011")
+            .unwrap()
+            .with_capacity(256 << 20)
+            .unwrap()
     }
 
     #[test]
     fn roundtrip_keeps_mapping_and_counters() {
         let p = small();
         let mut ssd = Ssd::new(&p, 7);
-        let end = ssd.precondition(0, &Precondition::Random { bs: 4096, amount: 600 << 20 }, 1);
-        ssd.submit(end, &Request { op: Op::Trim, offset: 0, len: 1 << 20, payload: Payload::Unknown }).unwrap();
+        let end = ssd.precondition(
+            0,
+            &Precondition::Random {
+                bs: 4096,
+                amount: 600 << 20,
+            },
+            1,
+        );
+        ssd.submit(
+            end,
+            &Request {
+                op: Op::Trim,
+                offset: 0,
+                len: 1 << 20,
+                payload: Payload::Unknown,
+            },
+        )
+        .unwrap();
         let mut buf = Vec::new();
         ssd.save(&mut buf).unwrap();
         let back = Ssd::load(&p, &buf[..]).unwrap();
@@ -354,13 +399,28 @@ mod tests {
         let mut bad = buf.clone();
         let mid = bad.len() / 2;
         bad[mid] ^= 0x40;
-        assert!(matches!(Ssd::load(&p, &bad[..]), Err(PersistError::Corrupt(_))));
-        assert!(matches!(Ssd::load(&p, &buf[..buf.len() - 10]), Err(PersistError::Corrupt(_))));
+        assert!(matches!(
+            Ssd::load(&p, &bad[..]),
+            Err(PersistError::Corrupt(_))
+        ));
+        assert!(matches!(
+            Ssd::load(&p, &buf[..buf.len() - 10]),
+            Err(PersistError::Corrupt(_))
+        ));
         assert!(Ssd::load(&p, &b"garbage"[..]).is_err());
-        let other = Profile::load("sata-mlc-2011").unwrap().with_capacity(1 << 30).unwrap();
-        assert!(matches!(Ssd::load(&other, &buf[..]), Err(PersistError::ProfileMismatch(_))));
+        let other = Profile::load("sata-mlc-2011")
+            .unwrap()
+            .with_capacity(1 << 30)
+            .unwrap();
+        assert!(matches!(
+            Ssd::load(&other, &buf[..]),
+            Err(PersistError::ProfileMismatch(_))
+        ));
         let mut v2 = buf.clone();
         v2[8] = 9;
-        assert!(matches!(Ssd::load(&p, &v2[..]), Err(PersistError::Version { .. })));
+        assert!(matches!(
+            Ssd::load(&p, &v2[..]),
+            Err(PersistError::Version { .. })
+        ));
     }
 }

@@ -13,7 +13,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
 use super::packed::PackedVec;
-use super::timeline::Timeline;
+use super::timeline::Channel;
 use super::*;
 use crate::profile::GcPolicy;
 
@@ -111,7 +111,13 @@ impl Geo {
         let blocks_per_die = g.blocks_per_plane;
         let physical_units = dies as u64 * blocks_per_die as u64 * units_per_block as u64;
         let us = |v: f64| (v * 1000.0).round() as u64;
-        let per_byte = |mb_s: f64| if mb_s > 0.0 && mb_s.is_finite() { 1e3 / mb_s } else { 0.0 };
+        let per_byte = |mb_s: f64| {
+            if mb_s > 0.0 && mb_s.is_finite() {
+                1e3 / mb_s
+            } else {
+                0.0
+            }
+        };
         let link = p.link_bytes_s();
         Geo {
             dies,
@@ -237,6 +243,8 @@ pub struct Ssd {
     bprev: Vec<u32>,
     /// Per die: bucket heads, indexed by valid count (0..=units_per_block).
     heads: Vec<Vec<u32>>,
+    /// Full blocks holding no valid data (reclaimable by an erase alone).
+    empty_full: u64,
     /// Per die: erased blocks, oldest first (so wear rotates through all).
     pub(crate) free: Vec<VecDeque<u32>>,
     pub(crate) host_wp: Vec<WritePoint>,
@@ -246,7 +254,7 @@ pub struct Ssd {
     pub(crate) mapped_units: u64,
     // Timelines (ns).
     die_busy: Vec<u64>,
-    chan: Vec<Timeline>,
+    chan: Vec<Channel>,
     link_free: u64,
     ctrl_free: u64,
     last_now: u64,
@@ -281,13 +289,14 @@ impl Ssd {
             bnext: vec![NONE; nblocks],
             bprev: vec![NONE; nblocks],
             heads: vec![vec![NONE; geo.units_per_block as usize + 1]; geo.dies as usize],
+            empty_full: 0,
             free: Vec::new(),
             host_wp: vec![WritePoint::EMPTY; geo.dies as usize],
             gc_wp: vec![WritePoint::EMPTY; geo.dies as usize],
             cursor: 0,
             mapped_units: 0,
             die_busy: vec![0; geo.dies as usize],
-            chan: vec![Timeline::default(); geo.channels as usize],
+            chan: vec![Channel::new((geo.dies / geo.channels) as usize); geo.channels as usize],
             link_free: 0,
             ctrl_free: 0,
             last_now: 0,
@@ -386,6 +395,7 @@ impl Ssd {
         for c in &mut self.chan {
             c.prune(now);
         }
+        self.erase_in_gaps(now);
         self.background(now);
 
         // Queue-depth limit: a command beyond the drive's tags waits for one.
@@ -397,10 +407,10 @@ impl Ssd {
             }
         }
         let mut start = now;
-        if self.outstanding.len() >= self.geo.queue_depth {
-            if let Some(Reverse(t)) = self.outstanding.pop() {
-                start = start.max(t);
-            }
+        if self.outstanding.len() >= self.geo.queue_depth
+            && let Some(Reverse(t)) = self.outstanding.pop()
+        {
+            start = start.max(t);
         }
         // The controller handles one command at a time.
         start = start.max(self.ctrl_free);
@@ -425,7 +435,7 @@ impl Ssd {
         if req.op == Op::Flush {
             return Ok(());
         }
-        if req.offset % 512 != 0 || req.len % 512 != 0 {
+        if !req.offset.is_multiple_of(512) || !req.len.is_multiple_of(512) {
             return Err(ModelError::Misaligned {
                 offset: req.offset,
                 len: req.len,
@@ -504,7 +514,8 @@ impl Ssd {
             return false;
         }
         let die = self.geo.die_of_block(block) as usize;
-        let page = ((ppn % self.geo.units_per_block as u64) / self.geo.units_per_dpage as u64) as u32;
+        let page =
+            ((ppn % self.geo.units_per_block as u64) / self.geo.units_per_dpage as u64) as u32;
         [self.host_wp[die], self.gc_wp[die]]
             .iter()
             .any(|wp| wp.block == block && wp.page == page)
@@ -516,7 +527,8 @@ impl Ssd {
         let rs = t.max(self.die_busy[die]);
         let sensed = rs + self.geo.t_read;
         let dur = self.geo.chan_ns(bytes);
-        let xe = self.chan[ch].reserve(sensed, dur) + dur;
+        let lane = die / self.geo.channels as usize;
+        let xe = self.chan[ch].reserve(lane, sensed, dur) + dur;
         self.die_busy[die] = xe;
         xe
     }
@@ -541,8 +553,8 @@ impl Ssd {
         let mut done = link_end;
         for (i, lpn) in (first..=last).enumerate() {
             let mut ready = (link_start + self.geo.link_ns((i as u64 + 1) * ub)).min(link_end);
-            let partial = (lpn == first && offset % ub != 0)
-                || (lpn == last && (offset + len) % ub != 0);
+            let partial = (lpn == first && !offset.is_multiple_of(ub))
+                || (lpn == last && !(offset + len).is_multiple_of(ub));
             if partial && self.l2p.get(lpn as usize) != 0 {
                 // Sub-unit write: read the rest of the unit first.
                 self.raw.rmw_reads += 1;
@@ -611,7 +623,9 @@ impl Ssd {
             }
             self.cursor = (self.cursor + 1) % self.geo.dies;
         }
-        panic!("model invariant broken: no free block on any die (exported capacity exceeds raw NAND)");
+        panic!(
+            "model invariant broken: no free block on any die (exported capacity exceeds raw NAND)"
+        );
     }
 
     fn place_on(&mut self, stream: Stream, die: usize, lpn: u64, ready: u64) -> Option<u64> {
@@ -655,7 +669,8 @@ impl Ssd {
         }
         let ch = die % self.geo.channels as usize;
         let dur = self.geo.chan_ns(self.geo.dpage_bytes);
-        let xe = self.chan[ch].reserve(wp.ready_ns.max(self.die_busy[die]), dur) + dur;
+        let lane = die / self.geo.channels as usize;
+        let xe = self.chan[ch].reserve(lane, wp.ready_ns.max(self.die_busy[die]), dur) + dur;
         let done = xe + self.geo.t_prog;
         self.die_busy[die] = done;
         self.raw.nand_pages_programmed += self.geo.planes as u64;
@@ -750,6 +765,7 @@ impl Ssd {
         }
         self.bnext.fill(NONE);
         self.bprev.fill(NONE);
+        self.empty_full = 0;
         for b in 0..self.valid.len() as u32 {
             if self.state[b as usize] == BlockState::Full as u8 {
                 self.bucket_insert(b);
@@ -760,6 +776,9 @@ impl Ssd {
     fn bucket_insert(&mut self, b: u32) {
         let die = self.geo.die_of_block(b) as usize;
         let v = self.valid[b as usize] as usize;
+        if v == 0 {
+            self.empty_full += 1;
+        }
         let head = self.heads[die][v];
         self.bnext[b as usize] = head;
         self.bprev[b as usize] = NONE;
@@ -772,6 +791,9 @@ impl Ssd {
     fn bucket_remove(&mut self, b: u32) {
         let die = self.geo.die_of_block(b) as usize;
         let v = self.valid[b as usize] as usize;
+        if v == 0 {
+            self.empty_full -= 1;
+        }
         let (p, n) = (self.bprev[b as usize], self.bnext[b as usize]);
         if p != NONE {
             self.bnext[p as usize] = n;
@@ -798,7 +820,11 @@ impl Ssd {
                     let u = v as f64 / upb as f64;
                     while b != NONE {
                         let age = now.saturating_sub(self.last_write[b as usize]) as f64 + 1.0;
-                        let score = if v == 0 { f64::INFINITY } else { age * (1.0 - u) / (2.0 * u) };
+                        let score = if v == 0 {
+                            f64::INFINITY
+                        } else {
+                            age * (1.0 - u) / (2.0 * u)
+                        };
                         if best.is_none_or(|(s, _)| score > s) {
                             best = Some((score, b));
                         }
@@ -858,21 +884,24 @@ impl Ssd {
             }
             self.raw.nand_pages_read += slots.count_ones() as u64;
             let ready = self.nand_read(die, t, lpns.len() as u64 * self.geo.unit_bytes);
-            for i in 0..lpns.len() {
-                let lpn = lpns[i];
+            for &lpn in &lpns {
                 self.ensure_gc_block(die, ready);
                 self.place_on(Stream::Gc, die, lpn, ready);
                 self.raw.gc_copies += 1;
             }
         }
         debug_assert_eq!(self.valid[victim as usize], 0);
-        let es = t.max(self.die_busy[die]);
-        self.die_busy[die] = es + self.geo.t_erase;
-        self.erase_count[victim as usize] += 1;
-        self.raw.erases += 1;
-        self.state[victim as usize] = BlockState::Free as u8;
-        self.free[die].push_back(victim);
+        self.erase_block(die, victim, t.max(self.die_busy[die]));
         true
+    }
+
+    /// Erase block `b` of `die` starting at `start` and return it to the pool.
+    fn erase_block(&mut self, die: usize, b: u32, start: u64) {
+        self.die_busy[die] = start + self.geo.t_erase;
+        self.erase_count[b as usize] += 1;
+        self.raw.erases += 1;
+        self.state[b as usize] = BlockState::Free as u8;
+        self.free[die].push_back(b);
     }
 
     fn ensure_gc_block(&mut self, die: usize, now: u64) {
@@ -881,6 +910,28 @@ impl Ssd {
                 .pop_front()
                 .expect("gc_one checked room or a free block");
             self.open_block(Stream::Gc, die, b, now);
+        }
+    }
+
+    /// A die with nothing to do erases blocks that hold no valid data (left by
+    /// TRIM or overwrites), as long as the erase ends before `now`: such
+    /// erases only use time the die would have spent idle, so they never
+    /// delay host I/O. This is why a trimmed drive is soon back to fresh-like
+    /// speed even without a long idle period.
+    fn erase_in_gaps(&mut self, now: u64) {
+        if self.empty_full == 0 {
+            return;
+        }
+        for die in 0..self.geo.dies as usize {
+            loop {
+                let b = self.heads[die][0];
+                if b == NONE || self.die_busy[die] + self.geo.t_erase > now {
+                    break;
+                }
+                self.bucket_remove(b);
+                self.raw.bg_gc_victims += 1;
+                self.erase_block(die, b, self.die_busy[die]);
+            }
         }
     }
 
@@ -1036,7 +1087,10 @@ impl Ssd {
                 return Err(format!("lpn {lpn} maps outside NAND: {ppn}"));
             }
             if self.p2l.get(ppn as usize) != lpn + 1 {
-                return Err(format!("lpn {lpn} -> ppn {ppn}, but ppn {ppn} -> {}", self.p2l.get(ppn as usize) as i64 - 1));
+                return Err(format!(
+                    "lpn {lpn} -> ppn {ppn}, but ppn {ppn} -> {}",
+                    self.p2l.get(ppn as usize) as i64 - 1
+                ));
             }
             valid[g.block_of_ppn(ppn) as usize] += 1;
         }
@@ -1045,30 +1099,45 @@ impl Ssd {
             let e = self.p2l.get(ppn as usize);
             if e != 0 {
                 reverse += 1;
-                if e - 1 >= g.logical_units {
+                if e > g.logical_units {
                     return Err(format!("ppn {ppn} claims lpn {} beyond the drive", e - 1));
                 }
                 if self.l2p.get((e - 1) as usize) != ppn + 1 {
-                    return Err(format!("ppn {ppn} claims lpn {}, which maps elsewhere", e - 1));
+                    return Err(format!(
+                        "ppn {ppn} claims lpn {}, which maps elsewhere",
+                        e - 1
+                    ));
                 }
             }
         }
         if mapped != reverse || mapped != self.mapped_units {
-            return Err(format!("mapped {mapped}, reverse {reverse}, counter {}", self.mapped_units));
+            return Err(format!(
+                "mapped {mapped}, reverse {reverse}, counter {}",
+                self.mapped_units
+            ));
         }
         if valid != self.valid {
-            let b = (0..valid.len()).find(|&b| valid[b] != self.valid[b]).unwrap_or(0);
-            return Err(format!("block {b}: {} valid units counted, {} recorded", valid[b], self.valid[b]));
+            let b = (0..valid.len())
+                .find(|&b| valid[b] != self.valid[b])
+                .unwrap_or(0);
+            return Err(format!(
+                "block {b}: {} valid units counted, {} recorded",
+                valid[b], self.valid[b]
+            ));
         }
         let mut free = 0;
         let mut open = 0;
         for d in 0..g.dies as usize {
             for &b in &self.free[d] {
                 if self.state[b as usize] != BlockState::Free as u8 || self.valid[b as usize] != 0 {
-                    return Err(format!("free list of die {d} holds block {b} that is not free/empty"));
+                    return Err(format!(
+                        "free list of die {d} holds block {b} that is not free/empty"
+                    ));
                 }
                 if g.die_of_block(b) as usize != d {
-                    return Err(format!("free list of die {d} holds block {b} of another die"));
+                    return Err(format!(
+                        "free list of die {d} holds block {b} of another die"
+                    ));
                 }
             }
             free += self.free[d].len();
@@ -1083,8 +1152,13 @@ impl Ssd {
             for v in 0..self.heads[d].len() {
                 let mut b = self.heads[d][v];
                 while b != NONE {
-                    if self.valid[b as usize] as usize != v || self.state[b as usize] != BlockState::Full as u8 {
-                        return Err(format!("bucket {v} of die {d} holds block {b} (valid {})", self.valid[b as usize]));
+                    if self.valid[b as usize] as usize != v
+                        || self.state[b as usize] != BlockState::Full as u8
+                    {
+                        return Err(format!(
+                            "bucket {v} of die {d} holds block {b} (valid {})",
+                            self.valid[b as usize]
+                        ));
                     }
                     b = self.bnext[b as usize];
                 }
@@ -1092,10 +1166,25 @@ impl Ssd {
         }
         let states = |s: BlockState| self.state.iter().filter(|&&x| x == s as u8).count();
         if states(BlockState::Free) != free {
-            return Err(format!("{} blocks marked free, {free} in free lists", states(BlockState::Free)));
+            return Err(format!(
+                "{} blocks marked free, {free} in free lists",
+                states(BlockState::Free)
+            ));
         }
         if states(BlockState::Open) != open {
-            return Err(format!("{} blocks marked open, {open} write points", states(BlockState::Open)));
+            return Err(format!(
+                "{} blocks marked open, {open} write points",
+                states(BlockState::Open)
+            ));
+        }
+        let empty = (0..self.valid.len())
+            .filter(|&b| self.state[b] == BlockState::Full as u8 && self.valid[b] == 0)
+            .count() as u64;
+        if empty != self.empty_full {
+            return Err(format!(
+                "{empty} full blocks without valid data, counter says {}",
+                self.empty_full
+            ));
         }
         if states(BlockState::Victim) != 0 {
             return Err("a GC victim was left half-collected".into());
@@ -1112,11 +1201,16 @@ impl Ssd {
             .sum();
         let prog_units = r.nand_bytes_programmed / g.unit_bytes + open_units;
         if prog_units < mapped {
-            return Err(format!("{mapped} units mapped but only {prog_units} programmed or buffered"));
+            return Err(format!(
+                "{mapped} units mapped but only {prog_units} programmed or buffered"
+            ));
         }
         let erased: u64 = self.erase_count.iter().map(|&e| e as u64).sum();
         if erased != r.erases {
-            return Err(format!("erase counts sum to {erased}, erase counter says {}", r.erases));
+            return Err(format!(
+                "erase counts sum to {erased}, erase counter says {}",
+                r.erases
+            ));
         }
         Ok(())
     }
@@ -1146,10 +1240,10 @@ impl QdDriver {
     }
 
     fn issue(&mut self, ssd: &mut Ssd, op: Op, offset: u64, len: u64) {
-        if self.inflight.len() >= self.qd {
-            if let Some(Reverse(t)) = self.inflight.pop() {
-                self.now = self.now.max(t);
-            }
+        if self.inflight.len() >= self.qd
+            && let Some(Reverse(t)) = self.inflight.pop()
+        {
+            self.now = self.now.max(t);
         }
         let req = Request {
             op,

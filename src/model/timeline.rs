@@ -1,67 +1,82 @@
-//! A resource shared by several dies (a channel): busy intervals reserved in
-//! the future, with gaps usable by later requests.
+//! A channel shared by several dies: transfers reserved ahead of time, with
+//! gaps usable by later requests.
 //!
 //! The model schedules work ahead of time (a GC victim's copies are reserved
 //! on its die when GC starts). With a plain "busy until" time, one die's
 //! backlog would block its channel for every other die on it; real channels
 //! interleave transfers, so a transfer takes the earliest gap that fits.
+//!
+//! Each die's own operations are sequential, so its transfers arrive in
+//! time order: every die (lane) keeps an append-only list, and a new transfer
+//! is placed at the earliest time that overlaps no other lane's transfer.
 
 use std::collections::VecDeque;
 
-/// Busy intervals `[start, end)`, sorted, disjoint, merged when touching.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Timeline {
-    busy: VecDeque<(u64, u64)>,
+/// Per-lane busy intervals `[start, end)`, each lane sorted.
+#[derive(Debug, Clone)]
+pub(crate) struct Channel {
+    lanes: Vec<VecDeque<(u64, u64)>>,
 }
 
-impl Timeline {
-    /// Reserve `dur` ns starting no earlier than `t`, in the earliest gap
-    /// that fits; returns the start.
-    pub(crate) fn reserve(&mut self, t: u64, dur: u64) -> u64 {
+impl Channel {
+    /// A channel with `lanes` dies on it.
+    pub(crate) fn new(lanes: usize) -> Channel {
+        Channel {
+            lanes: vec![VecDeque::new(); lanes],
+        }
+    }
+
+    /// Reserve `dur` ns for `lane`, starting no earlier than `t` (which must
+    /// not precede that lane's previous transfer), in the earliest gap left
+    /// by the other lanes; returns the start.
+    pub(crate) fn reserve(&mut self, lane: usize, t: u64, dur: u64) -> u64 {
         if dur == 0 {
             return t;
         }
-        // First interval that ends after t.
-        let mut i = self.busy.partition_point(|&(_, e)| e <= t);
         let mut s = t;
-        while i < self.busy.len() {
-            let (bs, be) = self.busy[i];
-            if s + dur <= bs {
+        loop {
+            let mut moved = false;
+            for (i, l) in self.lanes.iter().enumerate() {
+                if i == lane {
+                    continue;
+                }
+                // First interval of that lane ending after s.
+                let k = l.partition_point(|&(_, e)| e <= s);
+                if let Some(&(bs, be)) = l.get(k)
+                    && bs < s + dur
+                {
+                    s = be;
+                    moved = true;
+                }
+            }
+            if !moved {
                 break;
             }
-            s = s.max(be);
-            i += 1;
         }
-        // Insert [s, s+dur) before index i, merging with neighbours.
-        let e = s + dur;
-        let merge_prev = i > 0 && self.busy[i - 1].1 == s;
-        let merge_next = i < self.busy.len() && self.busy[i].0 == e;
-        match (merge_prev, merge_next) {
-            (true, true) => {
-                self.busy[i - 1].1 = self.busy[i].1;
-                self.busy.remove(i);
-            }
-            (true, false) => self.busy[i - 1].1 = e,
-            (false, true) => self.busy[i].0 = s,
-            (false, false) => self.busy.insert(i, (s, e)),
+        let own = &mut self.lanes[lane];
+        match own.back_mut() {
+            Some(last) if last.1 == s => last.1 = s + dur,
+            _ => own.push_back((s, s + dur)),
         }
         s
     }
 
-    /// Forget intervals that end at or before `t` (nothing can be scheduled before it).
+    /// Forget transfers that end at or before `t` (nothing is scheduled before it).
     pub(crate) fn prune(&mut self, t: u64) {
-        while let Some(&(_, e)) = self.busy.front() {
-            if e <= t {
-                self.busy.pop_front();
-            } else {
-                break;
+        for l in &mut self.lanes {
+            while let Some(&(_, e)) = l.front() {
+                if e <= t {
+                    l.pop_front();
+                } else {
+                    break;
+                }
             }
         }
     }
 
     /// Number of reserved intervals (for memory accounting).
     pub(crate) fn len(&self) -> usize {
-        self.busy.len()
+        self.lanes.iter().map(|l| l.len()).sum()
     }
 }
 
@@ -70,15 +85,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn fills_gaps_and_merges() {
-        let mut t = Timeline::default();
-        assert_eq!(t.reserve(100, 10), 100);
-        assert_eq!(t.reserve(0, 10), 0);
-        assert_eq!(t.reserve(0, 95), 110, "gap 10..100 is too small");
-        assert_eq!(t.reserve(5, 5), 10);
-        assert_eq!(t.reserve(0, 5), 15);
-        t.prune(50);
-        assert_eq!(t.reserve(50, 1), 50);
-        assert!(t.len() <= 3, "{:?}", t);
+    fn fills_gaps_between_other_lanes() {
+        let mut c = Channel::new(2);
+        assert_eq!(c.reserve(0, 100, 10), 100);
+        assert_eq!(c.reserve(0, 200, 10), 200);
+        assert_eq!(
+            c.reserve(1, 0, 10),
+            0,
+            "lane 1 uses the time before lane 0's backlog"
+        );
+        assert_eq!(c.reserve(1, 95, 10), 110, "overlap pushes it after");
+        assert_eq!(c.reserve(1, 120, 85), 210, "gap 120..200 is too small");
+        c.prune(150);
+        assert_eq!(c.reserve(0, 300, 5), 300);
+        assert!(c.len() <= 4, "{c:?}");
     }
 }

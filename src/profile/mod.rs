@@ -16,7 +16,9 @@ use crate::size::{format_size, parse_size};
 #[derive(Debug, Error)]
 pub enum ProfileError {
     /// Not a preset name and not a readable file.
-    #[error("profile {name:?} is neither a built-in preset ({presets}) nor a readable file: {source}")]
+    #[error(
+        "profile {name:?} is neither a built-in preset ({presets}) nor a readable file: {source}"
+    )]
     NotFound {
         /// What the user gave.
         name: String,
@@ -116,7 +118,10 @@ impl Interface {
 
     /// Whether this is a SATA link (32-tag NCQ).
     pub fn is_sata(self) -> bool {
-        matches!(self, Interface::Sata1_5 | Interface::Sata3 | Interface::Sata6)
+        matches!(
+            self,
+            Interface::Sata1_5 | Interface::Sata3 | Interface::Sata6
+        )
     }
 }
 
@@ -334,7 +339,7 @@ impl Profile {
     pub fn with_capacity(&self, capacity: u64) -> Result<Profile, ProfileError> {
         let origin = format!("{} (--capacity {})", self.name, format_size(capacity));
         let unit = self.geometry.mapping_unit.0;
-        if capacity == 0 || capacity % unit != 0 {
+        if capacity == 0 || !capacity.is_multiple_of(unit) {
             return Err(invalid(
                 &origin,
                 "--capacity",
@@ -353,12 +358,17 @@ impl Profile {
         // rather than remove dies, so the drive keeps its parallelism.
         let mut ppb = g.pages_per_block as u64;
         let blocks = |ppb: u64| (want_raw / (per_page_row * ppb) as f64).ceil().max(1.0) as u64;
-        while blocks(ppb) < MIN_BLOCKS_PER_DIE && ppb >= 32 && ppb % 2 == 0 {
+        while blocks(ppb) < MIN_BLOCKS_PER_DIE && ppb >= 32 && ppb.is_multiple_of(2) {
             ppb /= 2;
         }
         let bpp = blocks(ppb);
         if bpp > u32::MAX as u64 {
-            return Err(invalid(&origin, "--capacity", capacity, "too large for this geometry"));
+            return Err(invalid(
+                &origin,
+                "--capacity",
+                capacity,
+                "too large for this geometry",
+            ));
         }
         p.geometry.pages_per_block = ppb as u32;
         p.geometry.blocks_per_plane = bpp as u32;
@@ -371,9 +381,18 @@ impl Profile {
     pub fn validate(&self, origin: &str) -> Result<(), ProfileError> {
         let g = &self.geometry;
         let chk = |ok: bool, field: &str, value: String, allowed: &str| {
-            if ok { Ok(()) } else { Err(invalid(origin, field, value, allowed)) }
+            if ok {
+                Ok(())
+            } else {
+                Err(invalid(origin, field, value, allowed))
+            }
         };
-        chk(!self.name.is_empty(), "name", "\"\"".into(), "must not be empty")?;
+        chk(
+            !self.name.is_empty(),
+            "name",
+            "\"\"".into(),
+            "must not be empty",
+        )?;
         chk(
             (1..=1024).contains(&self.host.queue_depth),
             "host.queue_depth",
@@ -434,20 +453,21 @@ impl Profile {
             mu.is_power_of_two() && mu >= 512 && mu <= ps,
             "geometry.mapping_unit",
             format_size(mu),
-            &format!("a power of two from 512B to the page size ({})", format_size(ps)),
+            &format!(
+                "a power of two from 512B to the page size ({})",
+                format_size(ps)
+            ),
         )?;
         let min_blocks = self.gc.fg_threshold_blocks.max(self.gc.bg_target_blocks) + 4;
         chk(
             g.blocks_per_plane >= min_blocks,
             "geometry.blocks_per_plane",
             g.blocks_per_plane.to_string(),
-            &format!(
-                "must be at least {min_blocks} (GC thresholds + 4 open/spare blocks per die)"
-            ),
+            &format!("must be at least {min_blocks} (GC thresholds + 4 open/spare blocks per die)"),
         )?;
         let exp = g.exported_capacity.0;
         chk(
-            exp > 0 && exp % mu == 0,
+            exp > 0 && exp.is_multiple_of(mu),
             "geometry.exported_capacity",
             exp.to_string(),
             &format!("a positive multiple of the mapping unit ({mu} bytes)"),
@@ -546,14 +566,22 @@ impl Profile {
         // A die programs one multi-plane page per (transfer + tPROG); the channel
         // is busy only for the transfer, shared by the dies on it.
         let die_prog_s = xfer_s(die_page) + self.nand.t_prog_us * 1e-6;
-        let nand_program = if die_prog_s > 0.0 { dies * die_page / die_prog_s } else { f64::INFINITY };
+        let nand_program = if die_prog_s > 0.0 {
+            dies * die_page / die_prog_s
+        } else {
+            f64::INFINITY
+        };
         let channel = if self.nand.channel_mb_s > 0.0 {
             g.channels as f64 * self.nand.channel_mb_s * 1e6
         } else {
             f64::INFINITY
         };
         let die_read_s = xfer_s(die_page) + self.nand.t_read_us * 1e-6;
-        let nand_read = if die_read_s > 0.0 { dies * die_page / die_read_s } else { f64::INFINITY };
+        let nand_read = if die_read_s > 0.0 {
+            dies * die_page / die_read_s
+        } else {
+            f64::INFINITY
+        };
         let link = self.link_bytes_s();
         let cmd = 128.0 * 1024.0;
         let ctrl = if self.host.command_overhead_ns > 0 {
@@ -591,7 +619,12 @@ mod tests {
         for cap in [512u64 << 20, 1 << 30, 4 << 30, 16 << 30] {
             let q = p.with_capacity(cap).unwrap();
             assert_eq!(q.geometry.exported_capacity.0, cap);
-            assert!((q.op_ratio() - p.op_ratio()).abs() < 0.02, "{} vs {}", q.op_ratio(), p.op_ratio());
+            assert!(
+                (q.op_ratio() - p.op_ratio()).abs() < 0.02,
+                "{} vs {}",
+                q.op_ratio(),
+                p.op_ratio()
+            );
             assert!(q.geometry.blocks_per_plane as u64 >= MIN_BLOCKS_PER_DIE);
             assert_eq!(q.dies(), p.dies(), "parallelism kept");
         }
@@ -600,7 +633,9 @@ mod tests {
     #[test]
     fn errors_name_the_field() {
         let p = Profile::load("sata-mlc-2011").unwrap();
-        let text = p.to_toml().replace("pages_per_block = 256", "pages_per_block = 1");
+        let text = p
+            .to_toml()
+            .replace("pages_per_block = 256", "pages_per_block = 1");
         let e = Profile::from_toml(&text, "t.toml").unwrap_err().to_string();
         assert!(e.contains("geometry.pages_per_block"), "{e}");
         assert!(e.contains("2..=16384"), "{e}");

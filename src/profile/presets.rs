@@ -2,7 +2,13 @@
 //! where its numbers come from.
 
 /// Preset names, in listing order.
-pub const NAMES: &[&str] = &["sata-slc-2009", "sata-mlc-2009", "sata-mlc-2011", "nvme-tlc", "instant"];
+pub const NAMES: &[&str] = &[
+    "sata-slc-2009",
+    "sata-mlc-2009",
+    "sata-mlc-2011",
+    "nvme-tlc",
+    "instant",
+];
 
 /// The TOML text of a preset, if `name` is one.
 pub fn get(name: &str) -> Option<&'static str> {
