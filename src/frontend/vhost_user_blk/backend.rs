@@ -102,6 +102,7 @@ struct Inner {
     mem: RwLock<Option<Mem>>,
     queues: Vec<QueueCtx>,
     draining: AtomicBool,
+    realtime: bool,
 }
 
 /// The vhost-user-blk backend of one connection (clones share state).
@@ -116,7 +117,13 @@ thread_local! {
 
 impl BlkBackend {
     /// A backend for `device` with `num_queues` queues of up to `queue_size` entries.
-    pub fn new(device: Arc<Device>, num_queues: u16, queue_size: u16) -> io::Result<BlkBackend> {
+    /// With `realtime`, queue threads ask for `SCHED_FIFO` (see `vssd serve --realtime`).
+    pub fn new(
+        device: Arc<Device>,
+        num_queues: u16,
+        queue_size: u16,
+        realtime: bool,
+    ) -> io::Result<BlkBackend> {
         let config = BlkConfig::new(
             device.profile(),
             device.capacity(),
@@ -142,6 +149,7 @@ impl BlkBackend {
                 mem: RwLock::new(None),
                 queues,
                 draining: AtomicBool::new(false),
+                realtime,
             }),
         })
     }
@@ -426,6 +434,20 @@ impl BlkBackend {
     }
 }
 
+/// Put the calling thread in `SCHED_FIFO` at the lowest real-time priority,
+/// so it preempts ordinary threads (QEMU's vCPUs) when a completion is due.
+fn set_realtime() {
+    let param = libc::sched_param { sched_priority: 1 };
+    // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param.
+    let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+    if r != 0 {
+        warn!(
+            "--realtime: cannot use SCHED_FIFO: {}",
+            io::Error::last_os_error()
+        );
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -602,6 +624,9 @@ impl VhostUserBackend for BlkBackend {
         SLACK_LOWERED.with(|s| {
             if !s.get() {
                 lower_timer_slack();
+                if self.inner.realtime {
+                    set_realtime();
+                }
                 s.set(true);
             }
         });
