@@ -10,13 +10,16 @@
 
 use std::cell::Cell;
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak, mpsc};
 
 use log::{debug, warn};
 use vhost::vhost_user::message::VhostUserProtocolFeatures;
 use vhost_user_backend::{VhostUserBackend, VringRwLock, VringT};
-use virtio_bindings::virtio_blk::{VIRTIO_BLK_S_IOERR, VIRTIO_BLK_S_OK};
+use virtio_bindings::virtio_blk::{
+    VIRTIO_BLK_S_IOERR, VIRTIO_BLK_S_OK, VIRTIO_BLK_T_DISCARD, VIRTIO_BLK_T_FLUSH,
+    VIRTIO_BLK_T_WRITE_ZEROES,
+};
 use virtio_queue::QueueT;
 use vm_memory::{
     Bytes, GuestAddress, GuestAddressSpace, GuestMemoryAtomic, GuestMemoryBackend, GuestMemoryMmap,
@@ -103,6 +106,18 @@ struct Inner {
     queues: Vec<QueueCtx>,
     draining: AtomicBool,
     realtime: bool,
+    /// Requests handed to the slow-op thread and not yet in a heap.
+    slow_pending: AtomicUsize,
+    slow_tx: Mutex<Option<mpsc::Sender<SlowJob>>>,
+}
+
+/// A request that may block for long (FLUSH's fdatasync, DISCARD and
+/// WRITE_ZEROES on the file): run off the queue thread so completions of
+/// other requests are not held up behind it.
+struct SlowJob {
+    qi: usize,
+    head: u16,
+    descs: Vec<Desc>,
 }
 
 /// The vhost-user-blk backend of one connection (clones share state).
@@ -150,8 +165,91 @@ impl BlkBackend {
                 queues,
                 draining: AtomicBool::new(false),
                 realtime,
+                slow_pending: AtomicUsize::new(0),
+                slow_tx: Mutex::new(None),
             }),
         })
+    }
+
+    /// Hand a request to the slow-op thread (started on first use; it ends
+    /// when the backend is dropped). False if it could not be handed over.
+    fn send_slow(&self, job: SlowJob) -> Result<(), SlowJob> {
+        let mut tx = lock(&self.inner.slow_tx);
+        if tx.is_none() {
+            let (t, rx) = mpsc::channel::<SlowJob>();
+            let weak: Weak<Inner> = Arc::downgrade(&self.inner);
+            let spawned = std::thread::Builder::new()
+                .name("vssd-slow-ops".into())
+                .spawn(move || {
+                    while let Ok(job) = rx.recv() {
+                        let Some(inner) = weak.upgrade() else { break };
+                        BlkBackend { inner }.run_slow(job);
+                    }
+                });
+            if spawned.is_err() {
+                return Err(job);
+            }
+            *tx = Some(t);
+        }
+        self.inner.slow_pending.fetch_add(1, Ordering::SeqCst);
+        match tx.as_ref().map(|t| t.send(job)) {
+            Some(Ok(())) => Ok(()),
+            Some(Err(mpsc::SendError(job))) => {
+                self.inner.slow_pending.fetch_sub(1, Ordering::SeqCst);
+                *tx = None;
+                Err(job)
+            }
+            None => unreachable!("sender set above"),
+        }
+    }
+
+    fn run_slow(&self, job: SlowJob) {
+        if let Some(atomic) = self.mem() {
+            let mem = atomic.memory();
+            let (token, due) = self.execute(&mem, &job.descs, job.head);
+            let q = &self.inner.queues[job.qi];
+            let mut s = lock(&q.sched);
+            s.heap.push(due, token);
+            // Wake the queue thread: at the deadline, or now when draining.
+            let at = if self.inner.draining.load(Ordering::Relaxed) {
+                1
+            } else {
+                due
+            };
+            if s.armed_ns.is_none_or(|a| at < a) {
+                let r = if at == 1 {
+                    q.timer.arm_at(1)
+                } else {
+                    q.timer.arm_at(self.inner.device.to_monotonic(at))
+                };
+                if let Err(e) = r {
+                    warn!("timerfd: {e}");
+                }
+                s.armed_ns = Some(at);
+            }
+        } else {
+            self.inner
+                .device
+                .stats
+                .in_flight
+                .fetch_sub(1, Ordering::Relaxed);
+        }
+        self.inner.slow_pending.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Whether the request may block for long (see [`SlowJob`]), from its header type.
+    fn is_slow(mem: &GuestMemoryMmap, descs: &[Desc]) -> bool {
+        let Ok(layout) = split_layout(descs, MAX_DESCS) else {
+            return false;
+        };
+        let mut hb = [0u8; HEADER_LEN];
+        if read_segs(mem, &layout.header, &mut hb).is_err() {
+            return false;
+        }
+        matches!(
+            Header::from_bytes(&hb).kind,
+            VIRTIO_BLK_T_FLUSH | VIRTIO_BLK_T_DISCARD | VIRTIO_BLK_T_WRITE_ZEROES
+        )
     }
 
     /// The epoll event id of queue `q`'s timer in its worker's epoll set.
@@ -401,6 +499,19 @@ impl BlkBackend {
                     write_only: d.is_write_only(),
                 }));
                 dev.stats.in_flight.fetch_add(1, Ordering::Relaxed);
+                if Self::is_slow(&mem, &descs) {
+                    match self.send_slow(SlowJob {
+                        qi,
+                        head,
+                        descs: std::mem::take(&mut descs),
+                    }) {
+                        Ok(()) => {
+                            n += 1;
+                            continue;
+                        }
+                        Err(job) => descs = job.descs,
+                    }
+                }
                 let (token, due) = self.execute(&mem, &descs, head);
                 let now = dev.now_ns();
                 if due <= now || self.inner.draining.load(Ordering::Relaxed) {
