@@ -348,6 +348,8 @@ fn serve_loop(
         }
         if let Err(e) = daemon.start(listener) {
             warn!("accepting a frontend failed: {e}");
+            // Do not spin if accept keeps failing (e.g. out of file descriptors).
+            thread::sleep(Duration::from_millis(100));
             continue;
         }
         let st = &device.stats;
