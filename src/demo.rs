@@ -255,9 +255,26 @@ pub fn run(args: DemoArgs) -> Result<(), DemoError> {
             socket: sock.clone(),
             num_queues: 2,
         })
-        .run_script(
+        .run_script_streaming(
             &script(args.capacity, random_bytes),
             Duration::from_secs(args.timeout),
+            |line| {
+                let step = if let Some(tag) = line.strip_prefix("@@BEGIN ") {
+                    let (phase, q) = tag.rsplit_once('-').unwrap_or((tag, "0"));
+                    let q: u32 = q.parse().unwrap_or(0);
+                    format!("{phase}: sequential 128 KiB writes, quarter {} of 4", q + 1)
+                } else if let Some(n) = line.strip_prefix("@@AGE ") {
+                    format!(
+                        "aging the drive ({n}/2): {} of random 4 KiB writes",
+                        format_size(random_bytes)
+                    )
+                } else if line.starts_with("@@TRIM") {
+                    "blkdiscard of the whole disk".to_string()
+                } else {
+                    return;
+                };
+                say(&format!("[{:>4.0} s] {step}", t0.elapsed().as_secs_f64()));
+            },
         )?;
     let guest_seconds = t0.elapsed().as_secs_f64();
     if run.exit_code != 0 {

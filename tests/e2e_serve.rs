@@ -119,6 +119,17 @@ fn boot(serve: &Serve, script: &str) -> GuestRun {
     run
 }
 
+/// The number printed by the guest script as `key=N`.
+fn field(run: &GuestRun, key: &str) -> u64 {
+    run.output
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}=")))
+        .unwrap_or_else(|| panic!("{key} missing from:\n{}", run.output))
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("{key}: {e} in:\n{}", run.output))
+}
+
 fn setup() -> std::sync::MutexGuard<'static, ()> {
     init_logging();
     require_program("qemu-system-x86_64");
@@ -149,15 +160,7 @@ for f in discard_max_bytes write_zeroes_max_bytes logical_block_size physical_bl
   echo $f=$(cat $q/$f)
 done",
     );
-    let get = |k: &str| -> u64 {
-        run.output
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("{k}=")))
-            .unwrap_or_else(|| panic!("{k} missing from:\n{}", run.output))
-            .trim()
-            .parse()
-            .unwrap()
-    };
+    let get = |k: &str| field(&run, k);
     assert_eq!(get("size") * 512, 256 << 20);
     assert!(get("discard_max_bytes") > 0);
     assert!(get("write_zeroes_max_bytes") > 0);
@@ -243,15 +246,7 @@ blkdiscard -o $((4 << 20)) -l $((8 << 20)) /dev/vda
 echo after=$(dd if=/dev/vda bs=1M skip=4 count=8 iflag=direct 2>/dev/null | tr -d '\\000' | wc -c)
 echo outside=$(dd if=/dev/vda bs=1M skip=12 count=4 iflag=direct 2>/dev/null | tr -d '\\000' | wc -c)",
     );
-    let get = |k: &str| -> u64 {
-        run.output
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("{k}=")))
-            .unwrap_or_else(|| panic!("{k} missing from:\n{}", run.output))
-            .trim()
-            .parse()
-            .unwrap()
-    };
+    let get = |k: &str| field(&run, k);
     assert!(get("before") > 8_000_000, "random data was written");
     assert_eq!(get("after"), 0, "discarded range reads as zeros");
     assert!(

@@ -18,8 +18,8 @@ fn setup() -> std::sync::MutexGuard<'static, ()> {
     guest_lock()
 }
 
-/// Output (stdout and stderr, in order, even without a final newline) and
-/// a non-zero exit status come back from the guest.
+/// Output (stdout and stderr, in order, even without a final newline, also
+/// streamed line by line) and a non-zero exit status come back.
 #[test]
 fn script_output_and_exit_status_come_back() {
     let _lock = setup();
@@ -31,7 +31,12 @@ touch /tmp/writable && echo tmp-writable
 printf 'no newline'
 exit 7
 "#;
-    let run = run_script(script, Duration::from_secs(300)).expect("guest run failed");
+    let mut streamed = Vec::new();
+    let run = Guest::new()
+        .run_script_streaming(script, Duration::from_secs(300), |line| {
+            streamed.push(line.to_string())
+        })
+        .expect("guest run failed");
     eprintln!(
         "accel {}, boot {:.1} s, total {:.1} s",
         run.accel.name(),
@@ -45,6 +50,8 @@ exit 7
         image.kernel_release
     );
     assert_eq!(run.output, expected);
+    // The same lines were passed on while the guest ran.
+    assert_eq!(streamed.join("\n"), expected);
     assert!(run.boot_time <= run.total_time);
 }
 
@@ -149,7 +156,7 @@ blkdiscard -o 2097152 -l 1048576 /dev/nvme0n1 && echo nvme-trim=ok
 #[test]
 fn timeout_kills_the_guest_and_reports_the_console() {
     let _lock = setup();
-    let err = run_script("echo started; sleep 100000", Duration::from_secs(45))
+    let err = run_script("echo started; sleep 100000", Duration::from_secs(30))
         .expect_err("a never-ending script must time out");
     let text = err.to_string();
     assert!(matches!(err, GuestError::Timeout { .. }), "{text}");

@@ -20,6 +20,9 @@ pub(super) struct Console {
     pub init_error: Option<String>,
     /// The script finished: its output and exit status.
     pub finished: Option<(String, i32)>,
+    /// The script's output so far, complete lines only (a prefix of the
+    /// final output), once it has started.
+    pub lines_so_far: Option<String>,
 }
 
 /// Parses a (possibly partial) console log for the markers of `token`.
@@ -45,7 +48,11 @@ pub(super) fn parse(log: &str, token: &str) -> Console {
     let out_start = begin + eol + 1;
     // The exit marker may follow output that did not end with a newline.
     let exit_marker = format!("VSSD-EXIT {token} ");
-    let Some(exit_rel) = text[out_start..].find(&exit_marker) else {
+    let exit_rel = text[out_start..].find(&exit_marker);
+    let so_far = &text[out_start..out_start + exit_rel.unwrap_or(text.len() - out_start)];
+    let complete = so_far.rfind('\n').map_or(0, |i| i + 1);
+    console.lines_so_far = Some(so_far[..complete].to_string());
+    let Some(exit_rel) = exit_rel else {
         return console;
     };
     let exit_pos = out_start + exit_rel;
@@ -117,6 +124,26 @@ mod tests {
             Some(("VSSD-EXIT t2 3\n  VSSD-BEGIN t1 y\n".to_string(), 1))
         );
         assert_eq!(parse(&log, "t3"), Console::default());
+    }
+
+    #[test]
+    fn lines_so_far_grow_as_a_prefix() {
+        let full =
+            format!("{BOOT}VSSD-BEGIN t1 x\nline 1\nline 2\npartialVSSD-EXIT t1 0 uptime=1\n");
+        let final_output = parse(&full, "t1").finished.unwrap().0;
+        assert_eq!(final_output, "line 1\nline 2\npartial");
+        let mut last = String::new();
+        for cut in 0..=full.len() {
+            if let Some(so_far) = parse(&full[..cut], "t1").lines_so_far {
+                assert!(
+                    so_far.starts_with(&last) && final_output.starts_with(&so_far),
+                    "{so_far:?}"
+                );
+                assert!(so_far.is_empty() || so_far.ends_with('\n'));
+                last = so_far;
+            }
+        }
+        assert_eq!(last, "line 1\nline 2\n");
     }
 
     #[test]

@@ -280,12 +280,24 @@ impl Guest {
     /// the tail of the console log. A script failing is not an error: see
     /// [`GuestRun::exit_code`].
     pub fn run_script(&self, script: &str, timeout: Duration) -> Result<GuestRun> {
+        self.run_script_streaming(script, timeout, |_| {})
+    }
+
+    /// [`Guest::run_script`], also passing each line of the script's output
+    /// to `on_line` as it appears on the console (within ~50 ms), for
+    /// progress displays. A last line without a newline is passed at the end.
+    pub fn run_script_streaming(
+        &self,
+        script: &str,
+        timeout: Duration,
+        mut on_line: impl FnMut(&str),
+    ) -> Result<GuestRun> {
         let image = ensure_image()?;
         let accel = match self.accel {
             Some(a) => a,
             None => detect_accel(&image)?,
         };
-        self.run_with(&image, accel, script, timeout)
+        self.run_with(&image, accel, script, timeout, &mut on_line)
     }
 
     /// [`Guest::run_script`] with the image and accelerator given.
@@ -295,6 +307,7 @@ impl Guest {
         accel: Accel,
         script: &str,
         timeout: Duration,
+        on_line: &mut dyn FnMut(&str),
     ) -> Result<GuestRun> {
         let run_dir = RunDir::create()?;
         let script_path = run_dir.path.join("script.sh");
@@ -325,6 +338,7 @@ impl Guest {
         let mut child = KillOnDrop(child);
 
         let mut boot_time = None;
+        let mut streamed = 0; // bytes of output already passed to on_line
         let mut finished_at: Option<Instant> = None;
         let poll = Duration::from_millis(50);
         let status = loop {
@@ -336,6 +350,10 @@ impl Guest {
             if boot_time.is_none() && c.began {
                 boot_time = Some(start.elapsed());
                 log::debug!("guest script started after {:?}", start.elapsed());
+            }
+            if let Some(so_far) = &c.lines_so_far {
+                so_far[streamed..].lines().for_each(&mut *on_line);
+                streamed = so_far.len();
             }
             if let Some(reason) = c.init_error {
                 return Err(GuestError::GuestInit {
@@ -381,6 +399,11 @@ impl Guest {
                 console_tail: tail_lines(&log, 40),
             });
         };
+        output
+            .get(streamed..)
+            .unwrap_or("")
+            .lines()
+            .for_each(&mut *on_line);
         let boot_time = boot_time.unwrap_or(total_time);
         log::info!(
             "guest ({}) ran script: exit {exit_code}, boot {:.1} s, total {:.1} s",

@@ -75,6 +75,16 @@ impl PackedVec {
         v & self.mask
     }
 
+    /// Load the words holding entries `idx` so later accesses hit the cache;
+    /// the loads are independent, so their misses overlap.
+    pub fn warm(&self, idx: &[u64]) {
+        let mut acc = 0u64;
+        for &i in idx {
+            acc ^= self.words[(i as usize * self.width as usize) >> 6];
+        }
+        std::hint::black_box(acc);
+    }
+
     /// Set entry `i` to `v` (which must fit in the width).
     #[inline]
     pub fn set(&mut self, i: usize, v: u64) {

@@ -217,7 +217,20 @@ impl Ssd {
         w.u64s(self.p2l.words())?;
         w.u32s(&self.valid)?;
         w.u32s(&self.erase_count)?;
-        w.bytes(&self.state)?;
+        // A victim being collected is saved as a full block: the collection
+        // simply restarts after a load.
+        let state: Vec<u8> = self
+            .state
+            .iter()
+            .map(|&st| {
+                if st == BlockState::Victim as u8 {
+                    BlockState::Full as u8
+                } else {
+                    st
+                }
+            })
+            .collect();
+        w.bytes(&state)?;
         w.u64s(&self.last_write)?;
         for d in 0..self.free.len() {
             let f: Vec<u32> = self.free[d].iter().copied().collect();
@@ -304,7 +317,14 @@ impl Ssd {
         if u32::from_le_bytes(tail) != computed {
             return Err(corrupt("checksum mismatch"));
         }
-        if state.len() != nblocks || state.iter().any(|&s| BlockState::from_u8(s).is_none()) {
+        if state.len() != nblocks
+            || state.iter().any(|&s| {
+                !matches!(
+                    BlockState::from_u8(s),
+                    Some(BlockState::Free | BlockState::Open | BlockState::Full)
+                )
+            })
+        {
             return Err(corrupt("unknown block state"));
         }
         if valid.iter().any(|&v| v > ssd.geo.units_per_block) {

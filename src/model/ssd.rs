@@ -270,6 +270,13 @@ pub struct Ssd {
     buffer_last_release: u64,
     pub(crate) raw: Raw,
     pub(crate) seed: u64,
+    /// Per die: the GC victim being collected and its next page.
+    pub(crate) gc_cur: Vec<Option<(u32, u32)>>,
+    /// Per die: valid / invalid units of the current victim when picked.
+    gc_ratio: Vec<f64>,
+    /// Scratch space reused by every GC victim (no allocation per victim).
+    gc_lpns: Vec<u64>,
+    gc_pages: Vec<(usize, u32)>,
 }
 
 impl Ssd {
@@ -308,6 +315,10 @@ impl Ssd {
             buffer_last_release: 0,
             raw: Raw::default(),
             seed,
+            gc_cur: vec![None; geo.dies as usize],
+            gc_ratio: vec![0.0; geo.dies as usize],
+            gc_lpns: Vec::new(),
+            gc_pages: Vec::new(),
             geo,
         };
         ssd.free = (0..ssd.geo.dies)
@@ -561,7 +572,9 @@ impl Ssd {
                 let (r, _) = self.read_group(ready, lpn, lpn);
                 ready = ready.max(r);
             }
-            if let Some(p) = self.place_host(lpn, ready) {
+            let programmed = self.place_host(lpn, ready);
+            if !buffered && let Some(p) = programmed {
+                // Without a buffer the command waits for its data to be in NAND.
                 done = done.max(p);
             }
         }
@@ -602,9 +615,32 @@ impl Ssd {
         self.place_on(Stream::Host, die, lpn, ready)
     }
 
+    /// Before a new host dpage: dies normally take host dpages in turn, but
+    /// a die whose queued work (typically foreground GC) runs well past the
+    /// least busy die's is passed over for that one, as controllers dispatch
+    /// writes to the dies that can take them. Without this one die's GC
+    /// would hold up every host write striped behind it.
+    fn steer_cursor(&mut self) {
+        let c = self.cursor as usize;
+        let slack = 2 * (self.geo.t_prog + self.geo.chan_ns(self.geo.dpage_bytes));
+        let (best, best_busy) = self
+            .die_busy
+            .iter()
+            .enumerate()
+            .min_by_key(|&(_, &b)| b)
+            .map(|(d, &b)| (d, b))
+            .unwrap_or((c, 0));
+        if self.die_busy[c] > best_busy + slack {
+            self.cursor = best as u32;
+        }
+    }
+
     /// Pick the die for the next host unit: the cursor die, unless it can no
     /// longer take data (full of valid data), in which case the next one that can.
     fn host_die(&mut self, now: u64) -> usize {
+        if self.host_wp[self.cursor as usize].slot == 0 {
+            self.steer_cursor();
+        }
         for _ in 0..self.geo.dies {
             let d = self.cursor as usize;
             if self.host_wp[d].block != NONE || self.alloc_host_block(d, now) {
@@ -650,6 +686,7 @@ impl Ssd {
             let done = self.program_open(stream, die);
             if stream == Stream::Host {
                 self.cursor = (self.cursor + 1) % self.geo.dies;
+                self.gc_keep_pace(die, ready);
             }
             done
         } else {
@@ -743,8 +780,10 @@ impl Ssd {
     /// first if the die's free pool is at its threshold. One free block is
     /// always kept for GC. Returns false if the die cannot take host data.
     fn alloc_host_block(&mut self, die: usize, now: u64) -> bool {
+        // Incremental GC (gc_keep_pace) normally holds the pool near the
+        // threshold; if it fell behind, the host write waits for whole victims.
         let mut guard = self.geo.blocks_per_die;
-        while self.free[die].len() <= self.geo.fg_threshold as usize && guard > 0 {
+        while self.free[die].len() < 2 && guard > 0 {
             guard -= 1;
             if !self.gc_one(die, now, true) {
                 break;
@@ -839,60 +878,118 @@ impl Ssd {
         }
     }
 
-    /// Reclaim one victim block on `die`, starting no earlier than `t`:
-    /// copy its valid units to the die's GC write point, then erase it.
-    /// The copies and the erase occupy the die and its channel like host I/O.
+    /// Reclaim one victim block on `die` completely, starting no earlier
+    /// than `t` (continuing the victim in progress, if any). False if there
+    /// is nothing to reclaim.
     fn gc_one(&mut self, die: usize, t: u64, foreground: bool) -> bool {
-        let Some(victim) = self.select_victim(die, t) else {
-            return false;
-        };
-        let need = self.valid[victim as usize];
-        let wp = self.gc_wp[die];
-        let room = if wp.block == NONE {
-            0
-        } else {
-            (self.geo.pages_per_block - wp.page) * self.geo.units_per_dpage - wp.slot
-        };
-        if need > room && self.free[die].is_empty() {
-            return false;
-        }
-        self.bucket_remove(victim);
-        self.state[victim as usize] = BlockState::Victim as u8;
-        if foreground {
-            self.raw.fg_gc_victims += 1;
-        } else {
-            self.raw.bg_gc_victims += 1;
-        }
-        let upd = self.geo.units_per_dpage;
-        let mut lpns: Vec<u64> = Vec::with_capacity(upd as usize);
-        for page in 0..self.geo.pages_per_block {
-            if self.valid[victim as usize] == 0 {
-                break;
+        self.gc_step(die, t, u64::MAX, foreground)
+    }
+
+    /// Work on the die's GC victim, starting no earlier than `t`: pick one
+    /// if none is in progress, copy the valid units of its next pages to the
+    /// die's GC write point until about `budget` units are copied, and erase
+    /// it once empty. Copies and the erase occupy the die and its channel
+    /// like host I/O. False if there is nothing to reclaim.
+    fn gc_step(&mut self, die: usize, t: u64, budget: u64, foreground: bool) -> bool {
+        let (victim, first_page) = match self.gc_cur[die] {
+            Some(v) => v,
+            None => {
+                let Some(victim) = self.select_victim(die, t) else {
+                    return false;
+                };
+                let need = self.valid[victim as usize];
+                let wp = self.gc_wp[die];
+                let room = if wp.block == NONE {
+                    0
+                } else {
+                    (self.geo.pages_per_block - wp.page) * self.geo.units_per_dpage - wp.slot
+                };
+                if need > room && self.free[die].is_empty() {
+                    return false;
+                }
+                self.bucket_remove(victim);
+                self.state[victim as usize] = BlockState::Victim as u8;
+                let upb = self.geo.units_per_block as f64;
+                self.gc_ratio[die] = need as f64 / (upb - need as f64);
+                if foreground {
+                    self.raw.fg_gc_victims += 1;
+                } else {
+                    self.raw.bg_gc_victims += 1;
+                }
+                (victim, 0)
             }
-            lpns.clear();
+        };
+        // Pass 1: the valid units of the next pages, up to the budget (a
+        // sequential scan of the reverse map).
+        let upd = self.geo.units_per_dpage;
+        let mut lpns = std::mem::take(&mut self.gc_lpns);
+        let mut pages = std::mem::take(&mut self.gc_pages);
+        lpns.clear();
+        pages.clear();
+        let mut page = first_page;
+        while page < self.geo.pages_per_block && (lpns.len() as u64) < budget {
             let mut slots = 0u64;
+            let before = lpns.len();
             for slot in 0..upd {
-                let ppn = self.geo.ppn(victim, page, slot);
-                let e = self.p2l.get(ppn as usize);
+                let e = self.p2l.get(self.geo.ppn(victim, page, slot) as usize);
                 if e != 0 {
                     lpns.push(e - 1);
                     slots |= 1u64 << (slot / self.geo.units_per_page).min(63);
                 }
             }
-            if lpns.is_empty() {
-                continue;
+            if lpns.len() > before {
+                pages.push((lpns.len() - before, slots.count_ones()));
             }
-            self.raw.nand_pages_read += slots.count_ones() as u64;
-            let ready = self.nand_read(die, t, lpns.len() as u64 * self.geo.unit_bytes);
-            for &lpn in &lpns {
+            page += 1;
+        }
+        // Their mapping entries are scattered: load them all first so the
+        // cache misses overlap instead of stalling one by one below.
+        self.l2p.warm(&lpns);
+        // Pass 2: read each page, then program its units at the GC write point.
+        let mut next = 0;
+        for &(n, plane_pages) in &pages {
+            self.raw.nand_pages_read += plane_pages as u64;
+            let ready = self.nand_read(die, t, n as u64 * self.geo.unit_bytes);
+            for &lpn in &lpns[next..next + n] {
                 self.ensure_gc_block(die, ready);
                 self.place_on(Stream::Gc, die, lpn, ready);
                 self.raw.gc_copies += 1;
             }
+            next += n;
         }
-        debug_assert_eq!(self.valid[victim as usize], 0);
-        self.erase_block(die, victim, t.max(self.die_busy[die]));
+        self.gc_lpns = lpns;
+        self.gc_pages = pages;
+        if page >= self.geo.pages_per_block || self.valid[victim as usize] == 0 {
+            debug_assert_eq!(self.valid[victim as usize], 0);
+            self.gc_cur[die] = None;
+            self.erase_block(die, victim, t.max(self.die_busy[die]));
+        } else {
+            self.gc_cur[die] = Some((victim, page));
+        }
         true
+    }
+
+    /// Incremental foreground GC, run after each host dpage programmed on a
+    /// die whose pool is low: copy about as many units as reclaiming space
+    /// for that dpage costs with the current victim (u / (1 − u) per unit
+    /// written), so GC keeps pace with host writes in small steps instead of
+    /// stalling them for whole victims when the pool runs out.
+    fn gc_keep_pace(&mut self, die: usize, t: u64) {
+        if self.free[die].len() > self.geo.fg_threshold as usize {
+            return;
+        }
+        if self.gc_cur[die].is_none() {
+            // The ratio of the victim about to be picked.
+            let Some(v) = self.select_victim(die, t) else {
+                return;
+            };
+            let need = self.valid[v as usize] as f64;
+            self.gc_ratio[die] = need / (self.geo.units_per_block as f64 - need);
+        }
+        let budget = (self.geo.units_per_dpage as f64 * self.gc_ratio[die])
+            .ceil()
+            .max(1.0) as u64;
+        self.gc_step(die, t, budget, true);
     }
 
     /// Erase block `b` of `die` starting at `start` and return it to the pool.
@@ -1186,10 +1283,24 @@ impl Ssd {
                 self.empty_full
             ));
         }
-        if states(BlockState::Victim) != 0 {
-            return Err("a GC victim was left half-collected".into());
+        let in_progress = self.gc_cur.iter().flatten().count();
+        if states(BlockState::Victim) != in_progress {
+            return Err(format!(
+                "{} blocks marked victim, {in_progress} collections in progress",
+                states(BlockState::Victim)
+            ));
         }
-        if free + open + states(BlockState::Full) != self.valid.len() {
+        for (d, cur) in self.gc_cur.iter().enumerate() {
+            if let Some((b, _)) = *cur
+                && (self.state[b as usize] != BlockState::Victim as u8
+                    || g.die_of_block(b) as usize != d)
+            {
+                return Err(format!(
+                    "die {d}: collection in progress on block {b} that is not its victim"
+                ));
+            }
+        }
+        if free + open + states(BlockState::Full) + in_progress != self.valid.len() {
             return Err("free + open + full != total blocks".into());
         }
         let r = &self.raw;

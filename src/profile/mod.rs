@@ -203,7 +203,9 @@ pub enum GcPolicy {
 pub struct Gc {
     /// Victim selection.
     pub policy: GcPolicy,
-    /// Foreground GC runs, stalling host writes, when a die's free blocks fall below this.
+    /// At or below this many free blocks on a die, foreground GC runs in
+    /// steps paced with the host's writes (host writes stall only when a die
+    /// is down to its last free block).
     pub fg_threshold_blocks: u32,
     /// Host idle time after which background GC starts, ms (0 = no background GC).
     pub bg_idle_ms: f64,
