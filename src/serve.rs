@@ -59,7 +59,7 @@ pub struct ServeArgs {
     /// Request queues offered to the guest (QEMU's `num-queues` must not exceed it).
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub queues: u16,
-    /// Largest queue size accepted (QEMU's `queue-size`, default 128).
+    /// Largest virtqueue size accepted; QEMU's `queue-size` (128 unless set) must not exceed it.
     #[arg(long, value_name = "N", default_value_t = 1024)]
     pub queue_size: u16,
     /// Run the queue threads SCHED_FIFO (priority 1) so completions are not
