@@ -120,6 +120,18 @@ struct SlowJob {
     descs: Vec<Desc>,
 }
 
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Completions still queued when the connection's backend goes away
+        // (e.g. a FLUSH finishing after QEMU left) are no longer in flight.
+        let left: usize = self.queues.iter().map(|q| lock(&q.sched).heap.len()).sum();
+        self.device
+            .stats
+            .in_flight
+            .fetch_sub(left as u64, Ordering::Relaxed);
+    }
+}
+
 /// The vhost-user-blk backend of one connection (clones share state).
 #[derive(Clone)]
 pub struct BlkBackend {
