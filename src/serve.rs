@@ -59,9 +59,14 @@ pub struct ServeArgs {
     /// Request queues offered to the guest (QEMU's `num-queues` must not exceed it).
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub queues: u16,
-    /// Largest queue size accepted (QEMU's `queue-size`, default 128).
+    /// Largest virtqueue size accepted; QEMU's `queue-size` (128 unless set) must not exceed it.
     #[arg(long, value_name = "N", default_value_t = 1024)]
     pub queue_size: u16,
+    /// Run the queue threads SCHED_FIFO (priority 1) so completions are not
+    /// delayed by busy vCPU threads (needs CAP_SYS_NICE; they only ever sleep
+    /// or do short work).
+    #[arg(long)]
+    pub realtime: bool,
     /// Seed of the model's random choices.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -332,7 +337,7 @@ fn serve_loop(
         if stopping.load(Ordering::SeqCst) {
             return Ok(());
         }
-        let backend = BlkBackend::new(device.clone(), args.queues, args.queue_size)
+        let backend = BlkBackend::new(device.clone(), args.queues, args.queue_size, args.realtime)
             .map_err(ServeError::Setup)?;
         let mem = GuestMemoryAtomic::new(GuestMemoryMmap::new());
         let mut daemon = VhostUserDaemon::new("vssd-vhost".into(), backend.clone(), mem)
@@ -343,6 +348,8 @@ fn serve_loop(
         }
         if let Err(e) = daemon.start(listener) {
             warn!("accepting a frontend failed: {e}");
+            // Do not spin if accept keeps failing (e.g. out of file descriptors).
+            thread::sleep(Duration::from_millis(100));
             continue;
         }
         let st = &device.stats;
