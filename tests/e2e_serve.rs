@@ -12,6 +12,14 @@ use vssd::guest::{Disk, Guest, GuestRun};
 
 const BIN: &str = env!("CARGO_BIN_EXE_vssd");
 const BOOT_TIMEOUT: Duration = Duration::from_secs(600);
+/// A small sata-mlc-2011 drive with its data in RAM.
+const SMALL_IN_MEMORY: &[&str] = &[
+    "--profile",
+    "sata-mlc-2011",
+    "--capacity",
+    "256M",
+    "--memory",
+];
 
 /// A `vssd serve` child process; SIGTERM (clean shutdown) on drop.
 struct Serve {
@@ -142,16 +150,7 @@ fn setup() -> std::sync::MutexGuard<'static, ()> {
 fn guest_sees_the_advertised_disk() {
     let _g = setup();
     let dir = scratch_dir();
-    let serve = Serve::start(
-        dir.path(),
-        &[
-            "--profile",
-            "sata-mlc-2011",
-            "--capacity",
-            "256M",
-            "--memory",
-        ],
-    );
+    let serve = Serve::start(dir.path(), SMALL_IN_MEMORY);
     let run = boot(
         &serve,
         "q=/sys/block/vda/queue
@@ -227,16 +226,7 @@ fn data_survives_a_new_guest_and_a_daemon_restart() {
 fn discarded_range_reads_zeros_and_is_counted() {
     let _g = setup();
     let dir = scratch_dir();
-    let serve = Serve::start(
-        dir.path(),
-        &[
-            "--profile",
-            "sata-mlc-2011",
-            "--capacity",
-            "256M",
-            "--memory",
-        ],
-    );
+    let serve = Serve::start(dir.path(), SMALL_IN_MEMORY);
     let run = boot(
         &serve,
         "set -e
