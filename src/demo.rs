@@ -21,8 +21,10 @@ pub struct DemoArgs {
     /// Drive profile (preset name or TOML file).
     #[arg(long, default_value = "sata-mlc-2011")]
     pub profile: String,
-    /// Exported capacity; small so the random-write phase takes about a minute.
-    #[arg(long, default_value = "256M", value_parser = parse_size)]
+    /// Exported capacity: small, so the random-write phases take minutes, yet
+    /// large against the drive's write buffer (32 MiB on sata-mlc-2011),
+    /// which would otherwise absorb much of each quarter's writes.
+    #[arg(long, default_value = "1G", value_parser = parse_size)]
     pub capacity: u64,
     /// Random 4 KiB writes in each "age the drive" phase, as a multiple of the capacity.
     #[arg(long, default_value_t = 1.5)]
@@ -137,12 +139,16 @@ fn script(capacity: u64, random_bytes: u64) -> String {
 DEV=/dev/vda
 test "$(cat /sys/block/vda/size)" -eq {sectors}
 FIO="fio --filename=$DEV --ioengine=libaio --direct=1 --output-format=json"
+# One fio run per phase, one stonewalled job per quarter: no pause between
+# quarters in which the drive's write buffer could drain.
 seq_quarters() {{
-    for q in 0 1 2 3; do
-        echo "@@BEGIN $1-$q"
-        $FIO --name=$1-$q --rw=write --bs=128k --iodepth=32 --offset=$((q * {quarter})) --size={quarter}
-        echo "@@END $1-$q"
-    done
+    echo "@@BEGIN $1"
+    $FIO --rw=write --bs=128k --iodepth=32 --size={quarter} \
+        --name=q0 --offset=0 \
+        --name=q1 --stonewall --offset={quarter} \
+        --name=q2 --stonewall --offset=$((2 * {quarter})) \
+        --name=q3 --stonewall --offset=$((3 * {quarter}))
+    echo "@@END $1"
 }}
 age() {{
     echo "@@AGE $1"
@@ -186,21 +192,21 @@ fn parse_phases(output: &str) -> Result<Vec<Phase>, DemoError> {
             .ok_or_else(|| err("no JSON in fio output".into()))?;
         let v: serde_json::Value =
             serde_json::from_str(&json[start..]).map_err(|e| err(e.to_string()))?;
-        let bw = v["jobs"][0]["write"]["bw_bytes"]
-            .as_f64()
-            .ok_or_else(|| err("no jobs[0].write.bw_bytes".into()))?;
-        let name = tag
-            .rsplit_once('-')
-            .map(|(n, _)| n)
-            .unwrap_or(tag)
-            .to_string();
-        match phases.last_mut() {
-            Some(p) if p.name == name => p.quarters_bytes_s.push(bw),
-            _ => phases.push(Phase {
-                name,
-                quarters_bytes_s: vec![bw],
-            }),
+        let jobs = v["jobs"]
+            .as_array()
+            .ok_or_else(|| err("no jobs in fio's JSON".into()))?;
+        let quarters = jobs
+            .iter()
+            .map(|j| j["write"]["bw_bytes"].as_f64())
+            .collect::<Option<Vec<f64>>>()
+            .ok_or_else(|| err("a job without write.bw_bytes".into()))?;
+        if quarters.len() != 4 {
+            return Err(err(format!("{} jobs, expected 4", quarters.len())));
         }
+        phases.push(Phase {
+            name: tag.to_string(),
+            quarters_bytes_s: quarters,
+        });
     }
     Ok(phases)
 }
@@ -259,10 +265,8 @@ pub fn run(args: DemoArgs) -> Result<(), DemoError> {
             &script(args.capacity, random_bytes),
             Duration::from_secs(args.timeout),
             |line| {
-                let step = if let Some(tag) = line.strip_prefix("@@BEGIN ") {
-                    let (phase, q) = tag.rsplit_once('-').unwrap_or((tag, "0"));
-                    let q: u32 = q.parse().unwrap_or(0);
-                    format!("{phase}: sequential 128 KiB writes, quarter {} of 4", q + 1)
+                let step = if let Some(phase) = line.strip_prefix("@@BEGIN ") {
+                    format!("{phase}: sequential 128 KiB writes over the whole disk")
                 } else if let Some(n) = line.strip_prefix("@@AGE ") {
                     format!(
                         "aging the drive ({n}/2): {} of random 4 KiB writes",
@@ -374,14 +378,20 @@ mod tests {
 
     #[test]
     fn parses_fio_sections() {
-        let out = "noise\n@@BEGIN fresh-0\nnote: x\n{\"jobs\":[{\"write\":{\"bw_bytes\":100}}]}\n@@END fresh-0\n\
-                   @@BEGIN fresh-1\n{\"jobs\":[{\"write\":{\"bw_bytes\":200}}]}\n@@END fresh-1\n\
-                   @@BEGIN used-0\n{\"jobs\":[{\"write\":{\"bw_bytes\":50}}]}\n@@END used-0\n";
-        let p = parse_phases(out).unwrap();
+        let job = |bw: u64| format!("{{\"write\":{{\"bw_bytes\":{bw}}}}}");
+        let four =
+            |a, b, c, d| format!("{{\"jobs\":[{},{},{},{}]}}", job(a), job(b), job(c), job(d));
+        let out = format!(
+            "noise\n@@BEGIN fresh\nnote: x\n{}\n@@END fresh\n@@BEGIN used\n{}\n@@END used\n",
+            four(100, 200, 300, 400),
+            four(5, 6, 7, 8)
+        );
+        let p = parse_phases(&out).unwrap();
         assert_eq!(p.len(), 2);
         assert_eq!(p[0].name, "fresh");
-        assert_eq!(p[0].quarters_bytes_s, vec![100.0, 200.0]);
-        assert_eq!(p[1].quarters_bytes_s, vec![50.0]);
-        assert!(parse_phases("@@BEGIN x-0\nnot json\n@@END x-0\n").is_err());
+        assert_eq!(p[0].quarters_bytes_s, vec![100.0, 200.0, 300.0, 400.0]);
+        assert_eq!(p[1].quarters_bytes_s, vec![5.0, 6.0, 7.0, 8.0]);
+        assert!(parse_phases("@@BEGIN x\nnot json\n@@END x\n").is_err());
+        assert!(parse_phases(&format!("@@BEGIN x\n{{\"jobs\":[{}]}}\n@@END x\n", job(1))).is_err());
     }
 }

@@ -40,6 +40,12 @@ impl Channel {
                 if i == lane {
                     continue;
                 }
+                // Fast path: that lane is done by s (the common case).
+                match l.back() {
+                    None => continue,
+                    Some(&(_, e)) if e <= s => continue,
+                    _ => {}
+                }
                 // First interval of that lane ending after s.
                 let k = l.partition_point(|&(_, e)| e <= s);
                 if let Some(&(bs, be)) = l.get(k)

@@ -120,7 +120,8 @@ pub fn run(args: SimArgs) -> Result<(), SimError> {
     ) {
         bar.set_style(style);
     }
-    let tty = std::io::stderr().is_terminal();
+    // DESIGN.md: progress on a TTY, quiet in JSON mode.
+    let tty = std::io::stderr().is_terminal() && args.output_format == OutputFormat::Normal;
     let mut shown = false;
     let run_start = Instant::now();
     let cpu_start = cpu_seconds();

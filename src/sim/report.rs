@@ -480,4 +480,82 @@ mod tests {
             r#"{"1.000000":10,"99.900000":20}"#
         );
     }
+
+    fn run_text(text: &str) -> RunReport {
+        use crate::sim::engine::{FixedLatency, run_jobs};
+        let jf = crate::sim::jobfile::parse(text, "t.fio").unwrap();
+        let mut dev = FixedLatency {
+            capacity: 1 << 30,
+            latency_ns: 100_000,
+        };
+        let (jobs, sim_ops, end_ns) = run_jobs(&mut dev, &jf.jobs, 1, 0, &mut |_| {}).unwrap();
+        RunReport {
+            profile: "fixed".into(),
+            capacity: 1 << 30,
+            seed: 1,
+            jobs,
+            counters: Counters::default(),
+            sim_ops,
+            start_ns: 0,
+            end_ns,
+        }
+    }
+
+    #[test]
+    fn json_and_text_follow_fio() {
+        let r = run_text(
+            "[a]\nrw=randwrite\nsize=1m\niodepth=2\n[b]\nstonewall\nrw=read\nsize=1m\nnumjobs=3\ngroup_reporting\n",
+        );
+        let v: serde_json::Value = serde_json::from_str(&json(&r)).unwrap();
+        let jobs = v["jobs"].as_array().unwrap();
+        assert_eq!(jobs.len(), 2, "group_reporting merges b's three clones");
+        assert_eq!(jobs[0]["jobname"], "a");
+        assert_eq!(jobs[0]["write"]["total_ios"], 256);
+        assert_eq!(jobs[0]["write"]["io_kbytes"], 1024);
+        // 256 I/Os, 2 at a time, 100 µs each: 12.8 ms, 20000 IOPS.
+        assert_eq!(jobs[0]["write"]["runtime"], 13);
+        assert_eq!(jobs[0]["write"]["iops"], 20000.0);
+        assert_eq!(jobs[0]["write"]["bw_bytes"], 81_920_000);
+        assert_eq!(
+            jobs[0]["write"]["clat_ns"]["percentile"]["50.000000"],
+            100_000
+        );
+        assert_eq!(jobs[0]["read"]["total_ios"], 0);
+        assert!(jobs[0].get("jobs").is_none());
+        assert_eq!(
+            (jobs[1]["jobname"].as_str(), jobs[1]["groupid"].as_u64()),
+            (Some("b"), Some(1))
+        );
+        assert_eq!(jobs[1]["jobs"], 3);
+        assert_eq!(jobs[1]["read"]["total_ios"], 768);
+        assert_eq!(v["vssd"]["sim_ops"], 1024);
+        let text = normal(&r);
+        assert!(
+            text.contains("a: (groupid=0, jobs=1): rw=randwrite, bs=4KiB, iodepth=2"),
+            "{text}"
+        );
+        assert!(text.contains("b: (groupid=1, jobs=3): rw=read"), "{text}");
+        assert!(text.contains("Run status group 1 (all jobs):"), "{text}");
+    }
+
+    #[test]
+    fn job_bw_log_option_names_the_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let prefix = dir.path().join("mine");
+        let r = run_text(&format!(
+            "[a]\nrw=write\nsize=1m\nlog_avg_msec=5\nwrite_bw_log={}\n[b]\nrw=read\nsize=4k\n",
+            prefix.display()
+        ));
+        let files = write_bw_logs(&r, None).unwrap();
+        assert_eq!(files, [dir.path().join("mine_bw.1.log")]);
+        let log = std::fs::read_to_string(&files[0]).unwrap();
+        // 4 KiB per 100 µs = 40000 KiB/s; the first 5 ms interval holds 49
+        // completions (the first is at 100 µs), the next ones 50.
+        assert!(
+            log.starts_with("5, 39200, 1, 4096, 0\n10, 40000, 1, 4096, 0\n"),
+            "{log}"
+        );
+        let files = write_bw_logs(&r, Some(dir.path().join("all").to_str().unwrap())).unwrap();
+        assert_eq!(files.len(), 2);
+    }
 }
