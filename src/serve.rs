@@ -137,7 +137,16 @@ fn claim_socket_path(path: &Path) -> Result<(), ServeError> {
     }
 }
 
+extern "C" fn ignore_signal(_: libc::c_int) {}
+
 fn block_signals() -> io::Result<libc::sigset_t> {
+    // A shell starts background jobs with SIGINT ignored, and an ignored
+    // signal is discarded instead of becoming pending for sigwait: install
+    // a (never run: the signals are blocked) handler so `kill -INT` works.
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: installs an async-signal-safe no-op handler.
+        unsafe { libc::signal(sig, ignore_signal as *const () as libc::sighandler_t) };
+    }
     // SAFETY: sigset_t is plain data; sigemptyset/sigaddset initialise it and
     // pthread_sigmask only changes this thread's mask (inherited by threads
     // spawned afterwards, so only the signal thread receives them).
