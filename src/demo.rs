@@ -243,7 +243,10 @@ pub fn run(args: DemoArgs) -> Result<(), DemoError> {
         .arg(&ctl)
         .args(["--profile", &args.profile, "--capacity"])
         .arg(args.capacity.to_string())
-        .args(["--memory", "--queues", "2"])
+        // SCHED_FIFO completion threads keep completions on time while the
+        // guest's vCPUs use every core (a warning and normal scheduling
+        // where that is not permitted).
+        .args(["--memory", "--queues", "2", "--realtime"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .spawn()
