@@ -34,6 +34,10 @@ impl Channel {
             return t;
         }
         let mut s = t;
+        // Per other lane, the index of its first interval that may still
+        // overlap; intervals are sorted, so after the first binary search
+        // each lane is only walked forward.
+        let mut next = [usize::MAX; 64];
         loop {
             let mut moved = false;
             for (i, l) in self.lanes.iter().enumerate() {
@@ -46,13 +50,20 @@ impl Channel {
                     Some(&(_, e)) if e <= s => continue,
                     _ => {}
                 }
-                // First interval of that lane ending after s.
-                let k = l.partition_point(|&(_, e)| e <= s);
-                if let Some(&(bs, be)) = l.get(k)
-                    && bs < s + dur
-                {
-                    s = be;
-                    moved = true;
+                let k = &mut next[i];
+                if *k == usize::MAX {
+                    *k = l.partition_point(|&(_, e)| e <= s);
+                }
+                while let Some(&(bs, be)) = l.get(*k) {
+                    if be <= s {
+                        *k += 1;
+                    } else if bs < s + dur {
+                        s = be;
+                        moved = true;
+                        *k += 1;
+                    } else {
+                        break;
+                    }
                 }
             }
             if !moved {
