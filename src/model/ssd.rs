@@ -891,33 +891,11 @@ impl Ssd {
     /// it once empty. Copies and the erase occupy the die and its channel
     /// like host I/O. False if there is nothing to reclaim.
     fn gc_step(&mut self, die: usize, t: u64, budget: u64, foreground: bool) -> bool {
-        let (victim, first_page) = match self.gc_cur[die] {
-            Some(v) => v,
-            None => {
-                let Some(victim) = self.select_victim(die, t) else {
-                    return false;
-                };
-                let need = self.valid[victim as usize];
-                let wp = self.gc_wp[die];
-                let room = if wp.block == NONE {
-                    0
-                } else {
-                    (self.geo.pages_per_block - wp.page) * self.geo.units_per_dpage - wp.slot
-                };
-                if need > room && self.free[die].is_empty() {
-                    return false;
-                }
-                self.bucket_remove(victim);
-                self.state[victim as usize] = BlockState::Victim as u8;
-                let upb = self.geo.units_per_block as f64;
-                self.gc_ratio[die] = need as f64 / (upb - need as f64);
-                if foreground {
-                    self.raw.fg_gc_victims += 1;
-                } else {
-                    self.raw.bg_gc_victims += 1;
-                }
-                (victim, 0)
-            }
+        if self.gc_cur[die].is_none() && !self.start_victim(die, t, foreground) {
+            return false;
+        }
+        let Some((victim, first_page)) = self.gc_cur[die] else {
+            return false;
         };
         // Pass 1: the valid units of the next pages, up to the budget (a
         // sequential scan of the reverse map).
@@ -969,6 +947,35 @@ impl Ssd {
         true
     }
 
+    /// Pick the die's next GC victim and make it the collection in
+    /// progress. False if there is none, or no room to copy its valid units.
+    fn start_victim(&mut self, die: usize, t: u64, foreground: bool) -> bool {
+        let Some(victim) = self.select_victim(die, t) else {
+            return false;
+        };
+        let need = self.valid[victim as usize];
+        let wp = self.gc_wp[die];
+        let room = if wp.block == NONE {
+            0
+        } else {
+            (self.geo.pages_per_block - wp.page) * self.geo.units_per_dpage - wp.slot
+        };
+        if need > room && self.free[die].is_empty() {
+            return false;
+        }
+        self.bucket_remove(victim);
+        self.state[victim as usize] = BlockState::Victim as u8;
+        let upb = self.geo.units_per_block as f64;
+        self.gc_ratio[die] = need as f64 / (upb - need as f64);
+        if foreground {
+            self.raw.fg_gc_victims += 1;
+        } else {
+            self.raw.bg_gc_victims += 1;
+        }
+        self.gc_cur[die] = Some((victim, 0));
+        true
+    }
+
     /// Incremental foreground GC, run after each host dpage programmed on a
     /// die whose pool is low: copy about as many units as reclaiming space
     /// for that dpage costs with the current victim (u / (1 − u) per unit
@@ -978,13 +985,8 @@ impl Ssd {
         if self.free[die].len() > self.geo.fg_threshold as usize {
             return;
         }
-        if self.gc_cur[die].is_none() {
-            // The ratio of the victim about to be picked.
-            let Some(v) = self.select_victim(die, t) else {
-                return;
-            };
-            let need = self.valid[v as usize] as f64;
-            self.gc_ratio[die] = need / (self.geo.units_per_block as f64 - need);
+        if self.gc_cur[die].is_none() && !self.start_victim(die, t, true) {
+            return;
         }
         let budget = (self.geo.units_per_dpage as f64 * self.gc_ratio[die])
             .ceil()
