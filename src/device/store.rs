@@ -59,6 +59,28 @@ const CHUNK: u64 = 64 * 1024;
 const SHARDS: usize = 64;
 static ZEROS: [u8; CHUNK as usize] = [0; CHUNK as usize];
 
+/// Split `bufs`, laid out from `offset`, at memory-chunk boundaries and call
+/// `f(chunk index, offset within the chunk, piece)` for each piece in order.
+fn chunk_walk(
+    offset: u64,
+    bufs: &[VolatileSlice<'_>],
+    mut f: impl FnMut(u64, usize, VolatileSlice<'_>),
+) -> io::Result<()> {
+    let mut off = offset;
+    for b in bufs {
+        let mut done = 0usize;
+        while done < b.len() {
+            let idx = off / CHUNK;
+            let within = (off % CHUNK) as usize;
+            let n = (CHUNK as usize - within).min(b.len() - done);
+            f(idx, within, b.subslice(done, n).map_err(io::Error::other)?);
+            done += n;
+            off += n as u64;
+        }
+    }
+    Ok(())
+}
+
 /// The drive's data.
 pub enum Store {
     /// A sparse file; discards punch holes.
@@ -161,26 +183,13 @@ impl Store {
         self.check(offset, total)?;
         match self {
             Store::File { file, .. } => rw_vectored(file, offset, bufs, false),
-            Store::Memory { .. } => {
-                let mut off = offset;
-                for b in bufs {
-                    let mut done = 0usize;
-                    while done < b.len() {
-                        let idx = off / CHUNK;
-                        let within = (off % CHUNK) as usize;
-                        let n = (CHUNK as usize - within).min(b.len() - done);
-                        let dst = b.subslice(done, n).map_err(io::Error::other)?;
-                        let shard = self.shard(idx).lock().unwrap_or_else(|e| e.into_inner());
-                        match shard.get(&idx) {
-                            Some(c) => dst.copy_from(&c[within..within + n]),
-                            None => dst.copy_from(&ZEROS[..n]),
-                        }
-                        done += n;
-                        off += n as u64;
-                    }
+            Store::Memory { .. } => chunk_walk(offset, bufs, |idx, within, dst| {
+                let shard = self.shard(idx).lock().unwrap_or_else(|e| e.into_inner());
+                match shard.get(&idx) {
+                    Some(c) => dst.copy_from(&c[within..within + dst.len()]),
+                    None => dst.copy_from(&ZEROS[..dst.len()]),
                 }
-                Ok(())
-            }
+            }),
         }
     }
 
@@ -190,26 +199,13 @@ impl Store {
         self.check(offset, total)?;
         match self {
             Store::File { file, .. } => rw_vectored(file, offset, bufs, true),
-            Store::Memory { .. } => {
-                let mut off = offset;
-                for b in bufs {
-                    let mut done = 0usize;
-                    while done < b.len() {
-                        let idx = off / CHUNK;
-                        let within = (off % CHUNK) as usize;
-                        let n = (CHUNK as usize - within).min(b.len() - done);
-                        let src = b.subslice(done, n).map_err(io::Error::other)?;
-                        let mut shard = self.shard(idx).lock().unwrap_or_else(|e| e.into_inner());
-                        let c = shard
-                            .entry(idx)
-                            .or_insert_with(|| vec![0u8; CHUNK as usize].into());
-                        src.copy_to(&mut c[within..within + n]);
-                        done += n;
-                        off += n as u64;
-                    }
-                }
-                Ok(())
-            }
+            Store::Memory { .. } => chunk_walk(offset, bufs, |idx, within, src| {
+                let mut shard = self.shard(idx).lock().unwrap_or_else(|e| e.into_inner());
+                let c = shard
+                    .entry(idx)
+                    .or_insert_with(|| vec![0u8; CHUNK as usize].into());
+                src.copy_to(&mut c[within..within + src.len()]);
+            }),
         }
     }
 
