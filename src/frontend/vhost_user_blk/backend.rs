@@ -778,6 +778,7 @@ impl VhostUserBackend for BlkBackend {
 
 #[cfg(test)]
 mod tests {
+    use super::super::request::tests::{r, w};
     use super::*;
     use crate::device::{DataLocation, DeviceOptions};
     use crate::profile::Profile;
@@ -805,21 +806,6 @@ mod tests {
         h[0..4].copy_from_slice(&kind.to_le_bytes());
         h[8..16].copy_from_slice(&sector.to_le_bytes());
         mem.write_slice(&h, GuestAddress(at)).unwrap();
-    }
-
-    fn r(addr: u64, len: u32) -> Desc {
-        Desc {
-            addr,
-            len,
-            write_only: false,
-        }
-    }
-    fn w(addr: u64, len: u32) -> Desc {
-        Desc {
-            addr,
-            len,
-            write_only: true,
-        }
     }
 
     /// Run a request; returns (status byte, used length).

@@ -435,7 +435,7 @@ pub fn parse_segments(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
 
@@ -448,14 +448,14 @@ mod tests {
         max_write_zeroes_seg: 1,
     };
 
-    fn r(addr: u64, len: u32) -> Desc {
+    pub(crate) fn r(addr: u64, len: u32) -> Desc {
         Desc {
             addr,
             len,
             write_only: false,
         }
     }
-    fn w(addr: u64, len: u32) -> Desc {
+    pub(crate) fn w(addr: u64, len: u32) -> Desc {
         Desc {
             addr,
             len,
