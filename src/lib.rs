@@ -4,16 +4,19 @@
 //! - [`sim`]: fio job files run against the model in virtual time;
 //! - [`serve`], [`ctl`]: the vhost-user-blk daemon and its control client;
 //! - [`frontend`]: protocols (vhost-user-blk) in front of the [`device`];
+//! - [`loadgen`]: a vhost-user-blk driver of our own, to drive any backend;
 //! - [`device`]: one emulated SSD: model + data store + completion timing;
-//! - [`guest`]: a small Linux test guest booted in QEMU (tests, demo, benches);
+//! - [`kit`] (feature `kit`, on by default): the Linux test guest booted in
+//!   QEMU and `vssd demo`; the daemon's core never depends on it;
 //! - [`model`]: the pure, deterministic FTL + timing model;
 //! - [`profile`]: TOML drive profiles and built-in presets.
 
 pub mod ctl;
-pub mod demo;
 pub mod device;
 pub mod frontend;
-pub mod guest;
+#[cfg(feature = "kit")]
+pub mod kit;
+pub mod loadgen;
 pub mod model;
 pub mod profile;
 pub mod serve;

@@ -20,7 +20,8 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// The main job: boot a guest on an emulated SSD and show fresh, used and trimmed speeds.
-    Demo(vssd::demo::DemoArgs),
+    #[cfg(feature = "kit")]
+    Demo(vssd::kit::demo::DemoArgs),
     /// Serve an emulated SSD to QEMU over vhost-user-blk.
     Serve(vssd::serve::ServeArgs),
     /// Inspect or reset a running `vssd serve` through its control socket.
@@ -116,7 +117,8 @@ fn main() -> ExitCode {
     let r = match cli.cmd {
         Cmd::Profiles { what } => profiles(what),
         Cmd::Sim(args) => vssd::sim::run(args).map_err(Into::into),
-        Cmd::Demo(a) => vssd::demo::run(a).map_err(Into::into),
+        #[cfg(feature = "kit")]
+        Cmd::Demo(a) => vssd::kit::demo::run(a).map_err(Into::into),
         Cmd::Serve(a) => vssd::serve::run(a).map_err(Into::into),
         Cmd::Ctl(a) => vssd::ctl::run(a).map_err(Into::into),
     };

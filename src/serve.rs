@@ -25,8 +25,9 @@ use vm_memory::{GuestMemoryAtomic, GuestMemoryMmap};
 use vmm_sys_util::epoll::EventSet;
 use vmm_sys_util::eventfd::{EFD_NONBLOCK, EventFd};
 
-use crate::ctl::server::{self, ServerInfo};
-use crate::device::{DataLocation, Device, DeviceError, DeviceOptions};
+use crate::ctl::server;
+use crate::device::files::{self, DirLock, FileError};
+use crate::device::{DataLocation, Device, DeviceError, DeviceOptions, Frontend};
 use crate::frontend::vhost_user_blk::BlkBackend;
 use crate::profile::{Profile, ProfileError};
 use crate::size::{format_size, parse_size};
@@ -53,9 +54,16 @@ pub struct ServeArgs {
     /// which is saved on exit and loaded on start.
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
-    /// Control socket for `vssd ctl` [default: SOCKET.ctl].
+    /// Control socket for `vssd ctl`, mode 0600 [default: SOCKET.ctl].
     #[arg(long, value_name = "PATH")]
     pub control: Option<PathBuf>,
+    /// Group allowed to connect to the vhost-user socket (e.g. `libvirt-qemu`,
+    /// `kvm`): the socket gets this group and mode 0660.
+    #[arg(long, value_name = "GROUP")]
+    pub socket_group: Option<String>,
+    /// Mode of the vhost-user socket, octal [default: 0600, or 0660 with --socket-group].
+    #[arg(long, value_name = "MODE", value_parser = parse_mode)]
+    pub socket_mode: Option<u32>,
     /// Request queues offered to the guest (QEMU's `num-queues` must not exceed it).
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub queues: u16,
@@ -72,6 +80,72 @@ pub struct ServeArgs {
     pub seed: u64,
 }
 
+/// Parse an octal permission mode (`0660`, `660`); no special bits.
+fn parse_mode(s: &str) -> Result<u32, String> {
+    let t = s.trim_start_matches("0o");
+    match u32::from_str_radix(t, 8) {
+        Ok(m) if m <= 0o777 => Ok(m),
+        _ => Err(format!(
+            "{s:?} is not an octal permission mode between 0000 and 0777"
+        )),
+    }
+}
+
+/// Resolve a group name (or number) to its gid.
+fn group_id(name: &str) -> Result<u32, ServeError> {
+    if let Ok(n) = name.parse::<u32>() {
+        return Ok(n);
+    }
+    let c = std::ffi::CString::new(name)
+        .map_err(|_| ServeError::Usage(format!("--socket-group {name:?}: not a group name")))?;
+    let mut grp: libc::group = unsafe_zeroed_group();
+    let mut buf = vec![0 as libc::c_char; 16 * 1024];
+    let mut out: *mut libc::group = std::ptr::null_mut();
+    // SAFETY: every pointer is valid for the call; `buf` outlives it and
+    // its length is passed; the result is read only through `out`.
+    let r =
+        unsafe { libc::getgrnam_r(c.as_ptr(), &mut grp, buf.as_mut_ptr(), buf.len(), &mut out) };
+    if r != 0 || out.is_null() {
+        return Err(ServeError::Usage(format!(
+            "--socket-group {name:?}: no such group on this host"
+        )));
+    }
+    Ok(grp.gr_gid)
+}
+
+fn unsafe_zeroed_group() -> libc::group {
+    // SAFETY: `libc::group` is plain data (integers and pointers); all-zero
+    // is a valid value that getgrnam_r overwrites.
+    unsafe { std::mem::zeroed() }
+}
+
+/// Give a socket its final mode and group.
+fn set_socket_access(path: &Path, mode: u32, gid: Option<u32>) -> Result<(), ServeError> {
+    use std::os::unix::fs::PermissionsExt;
+    let err = |source| ServeError::Bind {
+        path: path.into(),
+        source,
+    };
+    if let Some(g) = gid {
+        std::os::unix::fs::lchown(path, None, Some(g)).map_err(err)?;
+    }
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(err)
+}
+
+/// Bind a unix socket created private (umask 0177 while binding), before
+/// any other thread runs.
+fn bind_private<T>(path: &Path, bind: impl FnOnce() -> io::Result<T>) -> Result<T, ServeError> {
+    // SAFETY: umask only swaps the process file-mode mask; no other thread yet.
+    let old = unsafe { libc::umask(0o177) };
+    let r = bind();
+    // SAFETY: restores the previous mask.
+    unsafe { libc::umask(old) };
+    r.map_err(|source| ServeError::Bind {
+        path: path.into(),
+        source,
+    })
+}
+
 /// Errors of `vssd serve` (startup problems mostly).
 #[derive(Debug, Error)]
 pub enum ServeError {
@@ -84,6 +158,14 @@ pub enum ServeError {
     /// Something that is not a socket is at the path.
     #[error("{0} exists and is not a socket; refusing to replace it")]
     NotASocket(PathBuf),
+    /// The socket's directory does not exist.
+    #[error("cannot create socket {path}: directory {dir} does not exist")]
+    NoSocketDir {
+        /// The socket.
+        path: PathBuf,
+        /// Its missing directory.
+        dir: PathBuf,
+    },
     /// Binding or preparing a socket failed.
     #[error("cannot listen on {path}")]
     Bind {
@@ -99,15 +181,9 @@ pub enum ServeError {
     /// Opening the drive failed.
     #[error(transparent)]
     Device(#[from] DeviceError),
-    /// The state directory is unusable.
-    #[error("cannot create state directory {path}")]
-    StateDir {
-        /// The directory.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: io::Error,
-    },
+    /// The state directory is unusable (or locked by another daemon).
+    #[error("state directory")]
+    StateDir(#[from] FileError),
     /// vhost-user setup failed.
     #[error("vhost-user: {0}")]
     Vhost(String),
@@ -118,6 +194,16 @@ pub enum ServeError {
 
 /// Refuse a path held by a live listener or by a non-socket; remove a stale socket.
 fn claim_socket_path(path: &Path) -> Result<(), ServeError> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        return Err(ServeError::NoSocketDir {
+            path: path.into(),
+            dir: dir.into(),
+        });
+    }
     match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(source) => Err(ServeError::Bind {
@@ -227,12 +313,15 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         .control
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("{}.ctl", args.socket.display())));
+    let gid = args.socket_group.as_deref().map(group_id).transpose()?;
+    let socket_mode = args
+        .socket_mode
+        .unwrap_or(if gid.is_some() { 0o660 } else { 0o600 });
+    let mut _state_lock = None;
     let (data, state_file) = match (&args.state_dir, &args.backing, args.memory) {
         (Some(dir), _, _) => {
-            std::fs::create_dir_all(dir).map_err(|source| ServeError::StateDir {
-                path: dir.clone(),
-                source,
-            })?;
+            files::private_dir(dir)?;
+            _state_lock = Some(DirLock::acquire(dir)?);
             (
                 DataLocation::File(dir.join("disk.img")),
                 Some(dir.join("ftl.state")),
@@ -256,26 +345,25 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         seed: args.seed,
     })?);
 
-    // Control socket, created 0600 (umask while binding; no other thread yet).
-    // SAFETY: umask only swaps the process file-mode mask.
-    let old = unsafe { libc::umask(0o177) };
-    let ctl_listener = UnixListener::bind(&control);
-    // SAFETY: restores the previous mask.
-    unsafe { libc::umask(old) };
-    let ctl_listener = ctl_listener.map_err(|source| ServeError::Bind {
-        path: control.clone(),
-        source,
+    // Sockets are bound private, then given their final mode (the control
+    // socket stays 0600).
+    let ctl_listener = bind_private(&control, || UnixListener::bind(&control))?;
+    let mut listener = bind_private(&args.socket, || {
+        Listener::new(&args.socket, false).map_err(|e| io::Error::other(e.to_string()))
     })?;
-    let mut listener = Listener::new(&args.socket, false).map_err(|e| ServeError::Bind {
-        path: args.socket.clone(),
-        source: io::Error::other(e.to_string()),
-    })?;
+    set_socket_access(&args.socket, socket_mode, gid)?;
 
-    let info_ = ServerInfo {
-        queues: args.queues,
-        socket: args.socket.display().to_string(),
-    };
-    server::spawn(ctl_listener, device.clone(), info_).map_err(ServeError::Setup)?;
+    let frontend = device.register_frontend(
+        "vhost-user-blk",
+        args.socket.display().to_string(),
+        if args.queues == 1 {
+            "1 queue".to_string()
+        } else {
+            format!("{} queues", args.queues)
+        },
+    );
+    server::spawn(ctl_listener, device.clone()).map_err(ServeError::Setup)?;
+    spawn_sampler(&device).map_err(ServeError::Setup)?;
 
     info!(
         "vssd: {} ({}) on {} [{} queue(s)], control {}, data {}",
@@ -306,8 +394,11 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
                         continue;
                     }
                     if stopping.swap(true, Ordering::SeqCst) {
-                        warn!("second signal: exiting without saving state");
-                        std::process::exit(130);
+                        warn!(
+                            "signal {sig}: already shutting down, still saving the drive state \
+                             (SIGKILL exits without saving)"
+                        );
+                        continue;
                     }
                     info!("signal {sig}: finishing in-flight requests and shutting down");
                     let _ = wake.write(1);
@@ -320,7 +411,15 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
             .map_err(ServeError::Setup)?;
     }
 
-    let result = serve_loop(&args, &device, &mut listener, &wake, &stopping, &current);
+    let result = serve_loop(
+        &args,
+        &device,
+        &frontend,
+        &mut listener,
+        &wake,
+        &stopping,
+        &current,
+    );
 
     info!("syncing data and saving drive state");
     let closed = device.close();
@@ -332,9 +431,25 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
     Ok(())
 }
 
+/// Sample the drive's counters each second (recent write amplification).
+fn spawn_sampler(device: &Arc<Device>) -> io::Result<()> {
+    let weak = Arc::downgrade(device);
+    thread::Builder::new()
+        .name("vssd-sampler".into())
+        .spawn(move || {
+            while let Some(d) = weak.upgrade() {
+                d.sample();
+                drop(d);
+                thread::sleep(Duration::from_secs(1));
+            }
+        })
+        .map(|_| ())
+}
+
 fn serve_loop(
     args: &ServeArgs,
     device: &Arc<Device>,
+    frontend: &Frontend,
     listener: &mut Listener,
     wake: &EventFd,
     stopping: &AtomicBool,
@@ -346,8 +461,14 @@ fn serve_loop(
         if stopping.load(Ordering::SeqCst) {
             return Ok(());
         }
-        let backend = BlkBackend::new(device.clone(), args.queues, args.queue_size, args.realtime)
-            .map_err(ServeError::Setup)?;
+        let backend = BlkBackend::new(
+            device.clone(),
+            frontend.clone(),
+            args.queues,
+            args.queue_size,
+            args.realtime,
+        )
+        .map_err(ServeError::Setup)?;
         let mem = GuestMemoryAtomic::new(GuestMemoryMmap::new());
         let mut daemon = VhostUserDaemon::new("vssd-vhost".into(), backend.clone(), mem)
             .map_err(|e| vhost(&e))?;
@@ -361,10 +482,6 @@ fn serve_loop(
             thread::sleep(Duration::from_millis(100));
             continue;
         }
-        let st = &device.stats;
-        st.connected.store(true, Ordering::SeqCst);
-        let n = st.connections.fetch_add(1, Ordering::SeqCst) + 1;
-        info!("frontend connected (connection {n})");
         {
             let mut cur = current.lock().unwrap_or_else(|e| e.into_inner());
             let conn = Conn {
@@ -378,7 +495,6 @@ fn serve_loop(
         }
         let r = daemon.wait();
         *current.lock().unwrap_or_else(|e| e.into_inner()) = None;
-        st.connected.store(false, Ordering::SeqCst);
         match r {
             Ok(())
             | Err(vhost_user_backend::Error::HandleRequest(

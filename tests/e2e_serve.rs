@@ -3,124 +3,42 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
+use common::serve::Serve;
 use common::{guest_lock, init_logging, require_program, scratch_dir};
-use vssd::guest::{Disk, Guest, GuestRun};
+use vssd::kit::guest::{Disk, Guest, GuestRun};
 
 const BIN: &str = env!("CARGO_BIN_EXE_vssd");
 const BOOT_TIMEOUT: Duration = Duration::from_secs(600);
 /// A small sata-mlc-2011 drive with its data in RAM.
-const SMALL_IN_MEMORY: &[&str] = &[
+const SMALL_IN_MEMORY_2Q: [&str; 7] = [
     "--profile",
     "sata-mlc-2011",
     "--capacity",
     "256M",
     "--memory",
+    "--queues",
+    "2",
 ];
 
-/// A `vssd serve` child process; SIGTERM (clean shutdown) on drop.
-struct Serve {
-    child: Option<Child>,
-    socket: PathBuf,
-    control: PathBuf,
-    log: PathBuf,
+fn with_2q<'a>(args: &[&'a str]) -> Vec<&'a str> {
+    let mut v = args.to_vec();
+    v.extend(["--queues", "2"]);
+    v
 }
 
-impl Serve {
-    fn start(dir: &Path, args: &[&str]) -> Serve {
-        let socket = dir.join("vhost.sock");
-        let control = dir.join("control.sock");
-        let log = dir.join(format!("serve-{}.log", Instant::now().elapsed().as_nanos()));
-        let logf = std::fs::File::create(&log).unwrap();
-        let mut child = Command::new(BIN)
-            .arg("serve")
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--control")
-            .arg(&control)
-            .args(["--queues", "2"])
-            .args(args)
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(logf)
-            .spawn()
-            .expect("starting vssd serve");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !(socket.exists() && control.exists()) {
-            if let Ok(Some(st)) = child.try_wait() {
-                panic!(
-                    "vssd serve exited ({st}): {}",
-                    std::fs::read_to_string(&log).unwrap_or_default()
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
-                "vssd serve did not create its sockets"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Serve {
-            child: Some(child),
-            socket,
-            control,
-            log,
-        }
-    }
-
-    fn disk(&self) -> Disk {
-        Disk::VhostUserBlk {
-            socket: self.socket.clone(),
-            num_queues: 2,
-        }
-    }
-
-    fn stats(&self) -> serde_json::Value {
-        let out = Command::new(BIN)
-            .args(["ctl", "--control"])
-            .arg(&self.control)
-            .args(["stats", "--json"])
-            .output()
-            .expect("running vssd ctl");
-        assert!(
-            out.status.success(),
-            "vssd ctl stats failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).expect("ctl stats --json prints JSON")
-    }
-
-    /// SIGTERM and wait: the daemon must exit 0 after saving its state.
-    fn stop(mut self) {
-        let mut child = self.child.take().unwrap();
-        // SAFETY: kill(2) on our own child's pid.
-        unsafe {
-            libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
-        }
-        let st = child.wait().unwrap();
-        assert!(
-            st.success(),
-            "vssd serve exited with {st}: {}",
-            std::fs::read_to_string(&self.log).unwrap_or_default()
-        );
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+fn disk(serve: &Serve) -> Disk {
+    Disk::VhostUserBlk {
+        socket: serve.socket.clone(),
+        num_queues: 2,
     }
 }
 
 fn boot(serve: &Serve, script: &str) -> GuestRun {
     let run = Guest::new()
-        .disk(serve.disk())
+        .disk(disk(serve))
         .run_script(script, BOOT_TIMEOUT)
         .expect("guest run");
     run.expect_success();
@@ -150,7 +68,7 @@ fn setup() -> std::sync::MutexGuard<'static, ()> {
 fn guest_sees_the_advertised_disk() {
     let _g = setup();
     let dir = scratch_dir();
-    let serve = Serve::start(dir.path(), SMALL_IN_MEMORY);
+    let serve = Serve::start(dir.path(), &SMALL_IN_MEMORY_2Q);
     let run = boot(
         &serve,
         "q=/sys/block/vda/queue
@@ -166,7 +84,7 @@ done",
     assert_eq!(get("logical_block_size"), 512);
     assert_eq!(get("physical_block_size"), 8192, "the profile's page size");
     assert_eq!(get("discard_granularity"), 8192);
-    serve.stop();
+    serve.stop_ok();
 }
 
 /// Tests 2 and 5: fio write+verify (crc32c) over the whole disk at QD 32 on both
@@ -189,7 +107,7 @@ fn data_survives_a_new_guest_and_a_daemon_restart() {
     let fio = "fio --name=v --filename=/dev/vda --ioengine=libaio --direct=1 --iodepth=32 \
         --numjobs=2 --size=50% --offset_increment=50% --rw=randwrite --bs=16k \
         --verify=crc32c --verify_fatal=1 --randseed=42";
-    let serve = Serve::start(dir.path(), &args);
+    let serve = Serve::start(dir.path(), &with_2q(&args));
     let run = boot(
         &serve,
         &format!("{fio} --do_verify=1 && echo queues=$(ls /sys/block/vda/mq | wc -l)"),
@@ -210,15 +128,15 @@ fn data_survives_a_new_guest_and_a_daemon_restart() {
     assert!(run.output.contains("err= 0"), "{}", run.output);
 
     // 2: restart the daemon; the FTL state and the data come back.
-    serve.stop();
-    let serve = Serve::start(dir.path(), &args);
+    serve.stop_ok();
+    let serve = Serve::start(dir.path(), &with_2q(&args));
     let after = serve.stats()["counters"]["host_written_bytes"]
         .as_u64()
         .unwrap();
     assert_eq!(after, written, "counters restored from the state dir");
     let run = boot(&serve, &format!("{fio} --verify_only"));
     assert!(run.output.contains("err= 0"), "{}", run.output);
-    serve.stop();
+    serve.stop_ok();
 }
 
 /// Test 3: blkdiscard of a range, then reading it returns zeros; stats show the trim.
@@ -226,7 +144,7 @@ fn data_survives_a_new_guest_and_a_daemon_restart() {
 fn discarded_range_reads_zeros_and_is_counted() {
     let _g = setup();
     let dir = scratch_dir();
-    let serve = Serve::start(dir.path(), SMALL_IN_MEMORY);
+    let serve = Serve::start(dir.path(), &SMALL_IN_MEMORY_2Q);
     let run = boot(
         &serve,
         "set -e
@@ -247,7 +165,7 @@ echo outside=$(dd if=/dev/vda bs=1M skip=12 count=4 iflag=direct 2>/dev/null | t
         .as_u64()
         .unwrap();
     assert!(trimmed >= 8 << 20, "stats show {trimmed} bytes trimmed");
-    serve.stop();
+    serve.stop_ok();
 }
 
 /// Test 4: the used state and its recovery after TRIM, measured by fio in the

@@ -4,95 +4,16 @@
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::{Command, Stdio};
 
 use serde_json::Value;
 use vssd::ctl::protocol::{CtlRequest, Step};
 use vssd::ctl::request;
 
-const VSSD: &str = env!("CARGO_BIN_EXE_vssd");
+mod common;
 
-struct Serve {
-    child: Child,
-    control: PathBuf,
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        // A failed assertion must not leave the daemon running.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Serve {
-    fn start(dir: &Path, extra: &[&str]) -> Serve {
-        let socket = dir.join("vhost.sock");
-        let control = dir.join("ctl.sock");
-        let child = Command::new(VSSD)
-            .args(["serve", "--socket"])
-            .arg(&socket)
-            .arg("--control")
-            .arg(&control)
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn vssd serve");
-        let t = Instant::now();
-        while UnixStream::connect(&control).is_err() {
-            assert!(
-                t.elapsed() < Duration::from_secs(20),
-                "control socket did not appear"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Serve { child, control }
-    }
-
-    fn stats(&self) -> Value {
-        request(&self.control, &CtlRequest::Stats).expect("stats")
-    }
-
-    /// SIGTERM, then the exit status and stderr.
-    fn stop(&mut self) -> (i32, String) {
-        // SAFETY: kill() with our own child's pid.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let out = wait_timeout(&mut self.child, Duration::from_secs(20));
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-}
-
-fn wait_timeout(child: &mut Child, limit: Duration) -> Output {
-    let t = Instant::now();
-    loop {
-        if child.try_wait().expect("wait").is_some() {
-            break;
-        }
-        if t.elapsed() > limit {
-            let _ = child.kill();
-            panic!("vssd serve did not exit within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let mut stderr = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        use std::io::Read;
-        let _ = e.read_to_string(&mut stderr);
-    }
-    let status = child.wait().expect("wait");
-    Output {
-        status,
-        stdout: Vec::new(),
-        stderr: stderr.into_bytes(),
-    }
-}
+use common::serve::{Serve, VSSD};
 
 fn raw_lines(control: &Path, lines: &str) -> Vec<Value> {
     let mut s = UnixStream::connect(control).unwrap();
@@ -112,7 +33,12 @@ fn serve_fails(dir: &Path, args: &[&str]) -> String {
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1), "expected failure for {args:?}");
+    // 1: refused by vssd; 2: refused by the command-line parser.
+    assert!(
+        matches!(out.status.code(), Some(1 | 2)),
+        "expected failure for {args:?}, got {:?}",
+        out.status
+    );
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
@@ -150,11 +76,15 @@ fn control_socket_and_state_lifecycle() {
         &serve.control,
         "nonsense\n{\"cmd\":\"format\"}\n\n{\"cmd\":\"stats\"}\n",
     );
-    assert_eq!(r.len(), 3);
+    // (A blank line gets an error reply too: a client waiting for an answer
+    // must not hang.)
+    assert_eq!(r.len(), 4);
     assert_eq!(r[0]["ok"], false);
     assert!(r[0]["error"].as_str().unwrap().contains("malformed"));
     assert_eq!(r[1]["ok"], false);
-    assert_eq!(r[2]["ok"], true);
+    assert_eq!(r[2]["ok"], false);
+    assert!(r[2]["error"].as_str().unwrap().contains("empty request"));
+    assert_eq!(r[3]["ok"], true);
     let bad = request(
         &serve.control,
         &CtlRequest::Precondition {
@@ -163,6 +93,7 @@ fn control_socket_and_state_lifecycle() {
                 amount: "1x".into(),
             }],
             seed: 1,
+            progress: false,
         },
     );
     assert!(bad.is_err());
@@ -179,6 +110,7 @@ fn control_socket_and_state_lifecycle() {
                 },
             ],
             seed: 7,
+            progress: false,
         },
     )
     .expect("precondition");
@@ -308,4 +240,202 @@ fn startup_errors_are_clear() {
     );
     assert!(err.contains("not a socket"), "{err}");
     assert_eq!(std::fs::read(&plain).unwrap(), b"keep me");
+}
+
+fn mode(p: &Path) -> u32 {
+    std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
+}
+
+/// Hardening: one daemon per state dir; files private; sockets with an
+/// explicit mode; no symlinks or other users' files written through.
+#[test]
+fn state_dir_locked_files_private_sockets_explicit() {
+    use std::os::unix::fs::{MetadataExt, symlink};
+    let dir = tempfile::tempdir().unwrap();
+    let st = dir.path().join("state");
+    let st_s = st.to_str().unwrap();
+    // Even under umask 000 the sockets come out as asked.
+    // SAFETY: umask only changes this test process's file-mode mask
+    // (inherited by the daemon); restored below.
+    let old = unsafe { libc::umask(0) };
+    let mut serve = Serve::start(
+        dir.path(),
+        &[
+            "--profile",
+            "instant",
+            "--capacity",
+            "64M",
+            "--state-dir",
+            st_s,
+        ],
+    );
+    // SAFETY: restores the previous mask.
+    unsafe { libc::umask(old) };
+    assert_eq!(mode(&serve.socket), 0o600, "vhost-user socket");
+    assert_eq!(mode(&serve.control), 0o600, "control socket");
+    assert_eq!(mode(&st), 0o700, "state dir created private");
+    assert_eq!(mode(&st.join("disk.img")), 0o600, "backing file");
+
+    // A second daemon on the same state dir is refused, naming the first.
+    let other = dir.path().join("other.sock");
+    let err = serve_fails(
+        dir.path(),
+        &[
+            "--socket",
+            other.to_str().unwrap(),
+            "--profile",
+            "instant",
+            "--capacity",
+            "64M",
+            "--state-dir",
+            st_s,
+        ],
+    );
+    assert!(err.contains("in use by another vssd"), "{err}");
+    assert!(err.contains("pid"), "{err}");
+
+    // Two signals in a row: still a clean stop with the state saved.
+    serve.signal(libc::SIGTERM);
+    let (code, log) = serve.stop();
+    assert_eq!(code, 0, "{log}");
+    assert_eq!(mode(&st.join("ftl.state")), 0o600, "state file");
+    assert!(!st.join("ftl.tmp").exists());
+
+    // Group access for the QEMU user: 0660 and the group.
+    let gid = std::fs::metadata(dir.path()).unwrap().gid();
+    let mut serve = Serve::start(
+        dir.path(),
+        &[
+            "--profile",
+            "instant",
+            "--capacity",
+            "64M",
+            "--memory",
+            "--socket-group",
+            &gid.to_string(),
+        ],
+    );
+    assert_eq!(mode(&serve.socket), 0o660);
+    assert_eq!(std::fs::metadata(&serve.socket).unwrap().gid(), gid);
+    assert_eq!(serve.stop().0, 0);
+    let mut serve = Serve::start(
+        dir.path(),
+        &[
+            "--profile",
+            "instant",
+            "--capacity",
+            "64M",
+            "--memory",
+            "--socket-mode",
+            "0640",
+        ],
+    );
+    assert_eq!(mode(&serve.socket), 0o640);
+    assert_eq!(serve.stop().0, 0);
+    let sock = dir.path().join("x.sock");
+    let sock = sock.to_str().unwrap();
+    let err = serve_fails(
+        dir.path(),
+        &[
+            "--socket",
+            sock,
+            "--profile",
+            "instant",
+            "--memory",
+            "--socket-mode",
+            "4777",
+        ],
+    );
+    assert!(err.contains("octal permission mode"), "{err}");
+    let err = serve_fails(
+        dir.path(),
+        &[
+            "--socket",
+            sock,
+            "--profile",
+            "instant",
+            "--memory",
+            "--socket-group",
+            "no-such-group-vssd",
+        ],
+    );
+    assert!(err.contains("no such group"), "{err}");
+
+    // A backing path that is a symlink (say, planted in /tmp) is refused.
+    let target = dir.path().join("target.img");
+    let link = dir.path().join("link.img");
+    symlink(&target, &link).unwrap();
+    let err = serve_fails(
+        dir.path(),
+        &[
+            "--socket",
+            sock,
+            "--profile",
+            "instant",
+            "--capacity",
+            "64M",
+            "--backing",
+            link.to_str().unwrap(),
+        ],
+    );
+    assert!(err.contains("symbolic link"), "{err}");
+    assert!(!target.exists(), "nothing created through the link");
+
+    // A state dir others can write to is refused.
+    let open_dir = dir.path().join("open");
+    std::fs::create_dir(&open_dir).unwrap();
+    std::fs::set_permissions(&open_dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let err = serve_fails(
+        dir.path(),
+        &[
+            "--socket",
+            sock,
+            "--profile",
+            "instant",
+            "--capacity",
+            "64M",
+            "--state-dir",
+            open_dir.to_str().unwrap(),
+        ],
+    );
+    assert!(err.contains("writable by other users"), "{err}");
+
+    // A backing file that belongs to another user is refused (as root,
+    // which is how the daemon usually runs and how CI runs).
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        let planted = dir.path().join("planted.img");
+        std::fs::write(&planted, b"").unwrap();
+        std::os::unix::fs::chown(&planted, Some(65534), None).unwrap();
+        let err = serve_fails(
+            dir.path(),
+            &[
+                "--socket",
+                sock,
+                "--profile",
+                "instant",
+                "--capacity",
+                "64M",
+                "--backing",
+                planted.to_str().unwrap(),
+            ],
+        );
+        assert!(err.contains("belongs to uid 65534"), "{err}");
+    }
+
+    // A socket in a missing directory: say which directory.
+    let err = serve_fails(
+        dir.path(),
+        &[
+            "--socket",
+            "/nonexistent-vssd-dir/v.sock",
+            "--profile",
+            "instant",
+            "--memory",
+        ],
+    );
+    assert!(
+        err.contains("directory /nonexistent-vssd-dir does not exist"),
+        "{err}"
+    );
 }

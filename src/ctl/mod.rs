@@ -1,21 +1,27 @@
 //! `vssd ctl`: talk to a running `vssd serve` over its control socket.
 //!
-//! [`protocol`] defines the JSON lines, [`server`] answers them inside the
-//! daemon, and this module is the command-line client.
+//! [`protocol`] defines the JSON lines and the typed results, [`server`]
+//! answers them inside the daemon, [`format`] prints them, and this module
+//! is the command-line client.
 
+pub mod format;
 pub mod protocol;
 pub mod server;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, IsTerminal, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use clap::{Args, Subcommand};
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 use thiserror::Error;
 
-use self::protocol::{CtlReply, CtlRequest, Step};
-use crate::size::{format_size, parse_size};
+use self::protocol::{
+    CtlReply, CtlRequest, EraseResult, PreconditionResult, ProgressLine, StatsReport, Step,
+};
+use crate::size::parse_size;
 
 /// Errors of the control client.
 #[derive(Debug, Error)]
@@ -31,9 +37,12 @@ pub enum CtlError {
         #[source]
         source: std::io::Error,
     },
+    /// The daemon did not answer in time.
+    #[error("no reply from the daemon within {0:?} (raise --timeout, or check the daemon's log)")]
+    Timeout(Duration),
     /// The connection failed mid-request.
     #[error("control socket I/O")]
-    Io(#[from] std::io::Error),
+    Io(#[source] std::io::Error),
     /// The daemon's reply is not valid.
     #[error("invalid reply from the daemon: {0}")]
     Protocol(String),
@@ -43,14 +52,31 @@ pub enum CtlError {
     /// The command line is inconsistent.
     #[error("{0}")]
     Usage(String),
+    /// Printing the result failed.
+    #[error("writing the output")]
+    Output(#[source] std::io::Error),
+}
+
+impl From<std::io::Error> for CtlError {
+    fn from(e: std::io::Error) -> Self {
+        CtlError::Io(e)
+    }
 }
 
 /// `vssd ctl` arguments.
 #[derive(Debug, Args)]
 pub struct CtlArgs {
-    /// The daemon's control socket (`vssd serve --control PATH`).
-    #[arg(long, value_name = "PATH")]
-    pub control: PathBuf,
+    /// The daemon's control socket (`vssd serve --control PATH`; its default
+    /// is the vhost-user socket's path + `.ctl`). Also `VSSD_CONTROL`.
+    #[arg(long, value_name = "PATH", global = true, env = "VSSD_CONTROL")]
+    pub control: Option<PathBuf>,
+    /// The daemon's vhost-user socket: use its default control socket, SOCKET.ctl.
+    #[arg(long, value_name = "SOCKET", global = true, conflicts_with = "control")]
+    pub socket: Option<PathBuf>,
+    /// Seconds to wait for the daemon's reply (for a precondition: between
+    /// two progress reports).
+    #[arg(long, value_name = "SECONDS", default_value_t = 30.0, global = true)]
+    pub timeout: f64,
     /// What to do.
     #[command(subcommand)]
     pub cmd: CtlCmd,
@@ -59,20 +85,22 @@ pub struct CtlArgs {
 /// `vssd ctl` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum CtlCmd {
-    /// Model counters, latency and lateness percentiles, connection state.
+    /// Drive counters, write amplification, latency and lateness, frontends
+    /// and their TRIM audit.
     Stats {
-        /// Print the raw JSON reply.
+        /// Print the reply as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Back to a fresh drive (all data reads as zeros, FTL reset), like HDDErase.
     SecureErase {
-        /// Print the raw JSON reply.
+        /// Print the reply as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Age the drive in model time without touching data
     /// (steps run in this order: --trim-all, --fill, --random).
+    /// Guest I/O goes on meanwhile; Ctrl-C cancels (what is done stays done).
     Precondition {
         /// TRIM the whole drive first.
         #[arg(long)]
@@ -92,50 +120,162 @@ pub enum CtlCmd {
         /// Seed for the random writes.
         #[arg(long, default_value_t = 1)]
         seed: u64,
-        /// Print the raw JSON reply.
+        /// Print the reply as JSON.
         #[arg(long)]
         json: bool,
     },
 }
 
+/// A connection to a daemon's control socket.
+pub struct Client {
+    w: UnixStream,
+    r: BufReader<UnixStream>,
+    timeout: Duration,
+}
+
+impl Client {
+    /// Connect, with `timeout` for each reply line.
+    pub fn connect(control: &Path, timeout: Duration) -> Result<Client, CtlError> {
+        let s = UnixStream::connect(control).map_err(|source| CtlError::Connect {
+            path: control.into(),
+            source,
+        })?;
+        s.set_read_timeout(Some(timeout))?;
+        s.set_write_timeout(Some(timeout))?;
+        Ok(Client {
+            r: BufReader::new(s.try_clone()?),
+            w: s,
+            timeout,
+        })
+    }
+
+    fn send(&mut self, req: &CtlRequest) -> Result<(), CtlError> {
+        let mut line = serde_json::to_vec(req).map_err(|e| CtlError::Protocol(e.to_string()))?;
+        line.push(b'\n');
+        self.w.write_all(&line)?;
+        Ok(())
+    }
+
+    fn line(&mut self) -> Result<String, CtlError> {
+        let mut l = String::new();
+        match self.r.read_line(&mut l) {
+            Ok(0) => Err(CtlError::Protocol(
+                "the daemon closed the connection".into(),
+            )),
+            Ok(_) => Ok(l),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                Err(CtlError::Timeout(self.timeout))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn finish(line: &str) -> Result<Value, CtlError> {
+        let reply: CtlReply =
+            serde_json::from_str(line).map_err(|e| CtlError::Protocol(e.to_string()))?;
+        if reply.ok {
+            Ok(reply.result.unwrap_or(Value::Null))
+        } else {
+            Err(CtlError::Refused(reply.error.unwrap_or_default()))
+        }
+    }
+
+    /// Send one request and return its result as JSON. Progress lines, if
+    /// any, go to `on_progress`.
+    pub fn call(
+        &mut self,
+        req: &CtlRequest,
+        on_progress: &mut dyn FnMut(&ProgressLine),
+    ) -> Result<Value, CtlError> {
+        self.send(req)?;
+        loop {
+            let l = self.line()?;
+            if let Ok(p) = serde_json::from_str::<ProgressLine>(&l) {
+                on_progress(&p);
+                continue;
+            }
+            return Self::finish(&l);
+        }
+    }
+
+    /// [`Self::call`] with the result decoded as `T`.
+    pub fn call_typed<T: DeserializeOwned>(
+        &mut self,
+        req: &CtlRequest,
+        on_progress: &mut dyn FnMut(&ProgressLine),
+    ) -> Result<T, CtlError> {
+        let v = self.call(req, on_progress)?;
+        serde_json::from_value(v).map_err(|e| CtlError::Protocol(e.to_string()))
+    }
+}
+
+/// Default reply timeout of [`request`].
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Send one request, return the result (or the daemon's error).
 pub fn request(control: &Path, req: &CtlRequest) -> Result<Value, CtlError> {
-    let mut s = UnixStream::connect(control).map_err(|source| CtlError::Connect {
-        path: control.into(),
-        source,
-    })?;
-    let mut line = serde_json::to_vec(req).map_err(|e| CtlError::Protocol(e.to_string()))?;
-    line.push(b'\n');
-    s.write_all(&line)?;
-    let mut r = BufReader::new(s);
-    let mut reply = String::new();
-    r.read_line(&mut reply)?;
-    let reply: CtlReply =
-        serde_json::from_str(&reply).map_err(|e| CtlError::Protocol(e.to_string()))?;
-    if reply.ok {
-        Ok(reply.result.unwrap_or(Value::Null))
-    } else {
-        Err(CtlError::Refused(reply.error.unwrap_or_default()))
+    Client::connect(control, DEFAULT_TIMEOUT)?.call(req, &mut |_| {})
+}
+
+/// The drive's statistics.
+pub fn stats(control: &Path) -> Result<StatsReport, CtlError> {
+    Client::connect(control, DEFAULT_TIMEOUT)?.call_typed(&CtlRequest::Stats, &mut |_| {})
+}
+
+fn control_path(args: &CtlArgs) -> Result<PathBuf, CtlError> {
+    match (&args.control, &args.socket) {
+        (Some(c), _) => Ok(c.clone()),
+        (None, Some(s)) => Ok(PathBuf::from(format!("{}.ctl", s.display()))),
+        (None, None) => Err(CtlError::Usage(
+            "say which daemon: --control PATH (or --socket SOCKET for SOCKET.ctl, or VSSD_CONTROL)"
+                .into(),
+        )),
     }
+}
+
+fn print_json(v: &impl serde::Serialize) -> Result<(), CtlError> {
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer(&mut out, v).map_err(|e| CtlError::Output(e.into()))?;
+    writeln!(out).map_err(CtlError::Output)
+}
+
+fn print_text(s: &str) -> Result<(), CtlError> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(s.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(CtlError::Output)
 }
 
 /// Run `vssd ctl`.
 pub fn run(args: CtlArgs) -> Result<(), CtlError> {
+    if !(args.timeout.is_finite() && args.timeout > 0.0 && args.timeout <= 86_400.0) {
+        return Err(CtlError::Usage(format!(
+            "--timeout {} must be between 0 and 86400 seconds",
+            args.timeout
+        )));
+    }
+    let control = control_path(&args)?;
+    let mut client = Client::connect(&control, Duration::from_secs_f64(args.timeout))?;
     match args.cmd {
         CtlCmd::Stats { json } => {
-            let v = request(&args.control, &CtlRequest::Stats)?;
+            let r: StatsReport = client.call_typed(&CtlRequest::Stats, &mut |_| {})?;
             if json {
-                println!("{v}");
+                print_json(&r)?;
             } else {
-                print!("{}", format_stats(&v));
+                print_text(&format::stats(&r))?;
             }
         }
         CtlCmd::SecureErase { json } => {
-            let v = request(&args.control, &CtlRequest::SecureErase)?;
+            let r: EraseResult = client.call_typed(&CtlRequest::SecureErase, &mut |_| {})?;
             if json {
-                println!("{v}");
+                print_json(&r)?;
             } else {
-                println!("secure erase done: the drive is fresh and reads as zeros");
+                print_text("secure erase done: the drive is fresh and reads as zeros\n")?;
             }
         }
         CtlCmd::Precondition {
@@ -168,109 +308,30 @@ pub fn run(args: CtlArgs) -> Result<(), CtlError> {
                     "precondition: give --trim-all, --fill seq and/or --random SIZE".into(),
                 ));
             }
-            let v = request(&args.control, &CtlRequest::Precondition { steps, seed })?;
+            let names: Vec<String> = steps.iter().map(format::step_name).collect();
+            let bar = (!json && std::io::stderr().is_terminal())
+                .then(|| format::precondition_bar(&names));
+            let r: PreconditionResult = client.call_typed(
+                &CtlRequest::Precondition {
+                    steps,
+                    seed,
+                    progress: true,
+                },
+                &mut |p| {
+                    if let Some(b) = &bar {
+                        format::update_bar(b, &names, &p.progress);
+                    }
+                },
+            )?;
+            if let Some(b) = bar {
+                b.finish_and_clear();
+            }
             if json {
-                println!("{v}");
+                print_json(&r)?;
             } else {
-                let ns = v["model_time_ns"].as_u64().unwrap_or(0);
-                let c = &v["counters"];
-                println!(
-                    "preconditioned: {:.1} s of model time; write amplification {:.2}, free blocks {}/{}",
-                    ns as f64 / 1e9,
-                    c["write_amplification"].as_f64().unwrap_or(0.0),
-                    c["free_blocks"],
-                    c["total_blocks"]
-                );
+                print_text(&format::precondition(&r))?;
             }
         }
     }
     Ok(())
-}
-
-fn us(v: &Value) -> String {
-    let ns = v.as_f64().unwrap_or(0.0);
-    if ns >= 1e6 {
-        format!("{:.2}ms", ns / 1e6)
-    } else {
-        format!("{:.1}us", ns / 1e3)
-    }
-}
-
-/// The human-readable `ctl stats` table.
-pub fn format_stats(v: &Value) -> String {
-    use std::fmt::Write as _;
-    let mut o = String::new();
-    let d = &v["drive"];
-    let c = &v["connection"];
-    let _ = writeln!(
-        o,
-        "drive       {}  {}  serial {}  data {} ({} allocated)",
-        d["profile"].as_str().unwrap_or("?"),
-        format_size(d["capacity"].as_u64().unwrap_or(0)),
-        d["serial"].as_str().unwrap_or("?"),
-        d["backing"].as_str().unwrap_or("in memory"),
-        format_size(d["allocated_bytes"].as_u64().unwrap_or(0)),
-    );
-    let _ = writeln!(
-        o,
-        "frontend    {}  ({} connections so far, {} queues, {} in flight, {} rejected)",
-        if c["connected"].as_bool().unwrap_or(false) {
-            "connected"
-        } else {
-            "waiting for QEMU"
-        },
-        c["connections"],
-        c["queues"],
-        c["in_flight"],
-        c["rejected"],
-    );
-    let _ = writeln!(o, "\nmodel counters");
-    if let Some(m) = v["counters"].as_object() {
-        for (k, val) in m {
-            let shown = match val.as_f64() {
-                Some(f) if val.is_f64() => format!("{f:.3}"),
-                _ => val.to_string(),
-            };
-            let _ = writeln!(o, "  {k:<24} {shown}");
-        }
-    }
-    let _ = writeln!(
-        o,
-        "\n{:<13} {:>9} {:>10} {:>6}   {:>9} {:>9} {:>9}   {:>9} {:>9} {:>9}",
-        "op", "cmds", "bytes", "errors", "model p50", "p99", "max", "guest p50", "p99", "max"
-    );
-    if let Some(ops) = v["ops"].as_object() {
-        for (k, r) in ops {
-            if r["cmds"].as_u64().unwrap_or(0) == 0 {
-                continue;
-            }
-            let (m, g) = (&r["modelled"], &r["delivered"]);
-            let _ = writeln!(
-                o,
-                "{:<13} {:>9} {:>10} {:>6}   {:>9} {:>9} {:>9}   {:>9} {:>9} {:>9}",
-                k,
-                r["cmds"],
-                format_size(r["bytes"].as_u64().unwrap_or(0)),
-                r["errors"],
-                us(&m["p50_ns"]),
-                us(&m["p99_ns"]),
-                us(&m["max_ns"]),
-                us(&g["p50_ns"]),
-                us(&g["p99_ns"]),
-                us(&g["max_ns"]),
-            );
-        }
-    }
-    let l = &v["lateness"];
-    let _ = writeln!(
-        o,
-        "\nlateness (delivered - modelled completion), {} completions:\n  p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
-        l["count"],
-        us(&l["p50_ns"]),
-        us(&l["p90_ns"]),
-        us(&l["p99_ns"]),
-        us(&l["p999_ns"]),
-        us(&l["max_ns"]),
-    );
-    o
 }

@@ -2,16 +2,26 @@
 //!
 //! Requests: `{"cmd":"stats"}`, `{"cmd":"secure-erase"}`,
 //! `{"cmd":"precondition","steps":[{"step":"fill-seq","bs":131072},
-//! {"step":"random","bs":4096,"amount":"2x"}],"seed":1}`.
-//! Replies: `{"ok":true,"result":{...}}` or `{"ok":false,"error":"..."}`.
+//! {"step":"random","bs":4096,"amount":"2x"}],"seed":1,"progress":true}`.
+//! Replies: `{"ok":true,"result":{...}}` or `{"ok":false,"error":"..."}`;
+//! a precondition asked with `"progress":true` is preceded by progress
+//! lines `{"progress":{"step":0,"steps":2,"done_bytes":…,"total_bytes":…}}`.
+//! Closing the connection cancels a running precondition.
+//!
+//! The result types ([`StatsReport`], [`EraseResult`], [`PreconditionResult`])
+//! are shared by the daemon, which builds them, and the client, which reads
+//! them back.
 
 use serde::{Deserialize, Serialize};
+
+pub use crate::device::StatsReport;
+use crate::model::Counters;
 
 /// A control request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "cmd", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum CtlRequest {
-    /// Counters, latency percentiles, connection state.
+    /// Counters, latency percentiles, frontends and their TRIM audit.
     Stats,
     /// Back to a fresh drive; all data reads as zeros.
     SecureErase,
@@ -22,6 +32,9 @@ pub enum CtlRequest {
         /// Seed for random steps.
         #[serde(default)]
         seed: u64,
+        /// Send progress lines before the reply.
+        #[serde(default)]
+        progress: bool,
     },
 }
 
@@ -59,12 +72,15 @@ pub struct CtlReply {
 }
 
 impl CtlReply {
-    /// A success.
-    pub fn ok(result: serde_json::Value) -> CtlReply {
-        CtlReply {
-            ok: true,
-            result: Some(result),
-            error: None,
+    /// A success carrying `result`.
+    pub fn ok(result: &impl Serialize) -> CtlReply {
+        match serde_json::to_value(result) {
+            Ok(v) => CtlReply {
+                ok: true,
+                result: Some(v),
+                error: None,
+            },
+            Err(e) => CtlReply::err(format!("cannot encode the result: {e}")),
         }
     }
     /// A failure.
@@ -75,6 +91,47 @@ impl CtlReply {
             error: Some(msg.into()),
         }
     }
+}
+
+/// Result of `secure-erase`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EraseResult {
+    /// Always true on success.
+    pub erased: bool,
+    /// The counters afterwards.
+    pub counters: Counters,
+}
+
+/// Progress of a running precondition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Progress {
+    /// Step being run (from 0).
+    pub step: usize,
+    /// Steps in all.
+    pub steps: usize,
+    /// Bytes of this step done.
+    pub done_bytes: u64,
+    /// Bytes of this step in all.
+    pub total_bytes: u64,
+}
+
+/// A progress line (`{"progress":{...}}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProgressLine {
+    /// Where the precondition is.
+    pub progress: Progress,
+}
+
+/// Result of `precondition`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PreconditionResult {
+    /// Model time the steps took, ns.
+    pub model_time_ns: u64,
+    /// The client went away before the end: the drive keeps what was done.
+    #[serde(default)]
+    pub cancelled: bool,
+    /// The counters afterwards.
+    pub counters: Counters,
 }
 
 /// Total bytes for `amount`: `"2x"` = twice `capacity`, else a size (`"64G"`, `"1000000"`),
@@ -111,7 +168,9 @@ mod tests {
             r#"{"cmd":"precondition","steps":[{"step":"fill-seq","bs":131072},{"step":"random","bs":4096,"amount":"2x"}]}"#,
         )
         .unwrap();
-        assert!(matches!(r, CtlRequest::Precondition { ref steps, seed: 0 } if steps.len() == 2));
+        assert!(
+            matches!(r, CtlRequest::Precondition { ref steps, seed: 0, progress: false } if steps.len() == 2)
+        );
         assert!(serde_json::from_str::<CtlRequest>(r#"{"cmd":"format-c"}"#).is_err());
     }
 

@@ -1,121 +1,148 @@
 //! The control socket server: a thread accepting local clients; each line
-//! is one request, answered by one line. Bad input gets an error reply.
+//! is one request, answered by one line (a precondition may send progress
+//! lines first). Bad input gets an error reply and the connection stays
+//! usable.
 
 use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
 use std::thread;
+use std::time::{Duration, Instant};
 
 use log::{debug, info, warn};
-use serde_json::{Value, json};
 
-use super::protocol::{CtlReply, CtlRequest, Step, parse_amount};
+use super::protocol::{
+    CtlReply, CtlRequest, EraseResult, PreconditionResult, Progress, ProgressLine, Step,
+    parse_amount,
+};
 use crate::device::Device;
 use crate::model::Precondition;
 
 /// Longest accepted request line.
 pub const MAX_LINE: u64 = 64 * 1024;
 
-/// What the server knows beyond the device.
-#[derive(Debug, Clone)]
-pub struct ServerInfo {
-    /// Queues offered to the frontend.
-    pub queues: u16,
-    /// The vhost-user socket.
-    pub socket: String,
+/// Shortest interval between two progress lines.
+const PROGRESS_EVERY: Duration = Duration::from_millis(200);
+
+/// Validate precondition steps against the drive.
+fn model_steps(device: &Device, steps: &[Step]) -> Result<Vec<Precondition>, String> {
+    let cap = device.capacity();
+    let check_bs = |what: &str, bs: u64| {
+        if bs == 0 || !bs.is_multiple_of(512) || bs > cap {
+            Err(format!(
+                "{what} bs {bs} must be a non-zero multiple of 512, at most the capacity"
+            ))
+        } else {
+            Ok(())
+        }
+    };
+    steps
+        .iter()
+        .map(|s| match s {
+            Step::TrimAll => Ok(Precondition::TrimAll),
+            Step::FillSeq { bs } => {
+                check_bs("fill-seq", *bs)?;
+                Ok(Precondition::FillSequential { bs: *bs })
+            }
+            Step::Random { bs, amount } => {
+                check_bs("random", *bs)?;
+                let a =
+                    parse_amount(amount, cap, *bs).map_err(|e| format!("random amount: {e}"))?;
+                Ok(Precondition::Random { bs: *bs, amount: a })
+            }
+        })
+        .collect()
 }
 
-/// Answer one request line.
-pub fn handle_line(device: &Device, info: &ServerInfo, line: &str) -> CtlReply {
+/// Whether the peer of `stream` has hung up (without consuming input).
+fn peer_gone(stream: &UnixStream) -> bool {
+    let mut p = libc::pollfd {
+        fd: stream.as_raw_fd(),
+        events: libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, zero timeout.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n > 0 && p.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0
+}
+
+/// Answer one request line. Progress lines (if asked for) go to `out`;
+/// `cancelled` says whether the client has gone away.
+pub fn handle_line(
+    device: &Device,
+    line: &str,
+    out: &mut dyn Write,
+    cancelled: &dyn Fn() -> bool,
+) -> CtlReply {
     let req: CtlRequest = match serde_json::from_str(line) {
         Ok(r) => r,
         Err(e) => return CtlReply::err(format!("malformed request: {e}")),
     };
     match req {
-        CtlRequest::Stats => CtlReply::ok(stats_json(device, info)),
+        CtlRequest::Stats => CtlReply::ok(&device.report()),
         CtlRequest::SecureErase => match device.secure_erase() {
             Ok(()) => {
                 info!("secure erase: drive reset to fresh, data zeroed");
-                CtlReply::ok(json!({ "erased": true, "counters": device.counters() }))
+                CtlReply::ok(&EraseResult {
+                    erased: true,
+                    counters: device.counters(),
+                })
             }
             Err(e) => CtlReply::err(format!("secure erase failed: {e}")),
         },
-        CtlRequest::Precondition { steps, seed } => {
-            let cap = device.capacity();
-            let mut model_steps = Vec::new();
-            for s in &steps {
-                let step = match s {
-                    Step::TrimAll => Precondition::TrimAll,
-                    Step::FillSeq { bs } => {
-                        if *bs == 0 || bs % 512 != 0 || *bs > cap {
-                            return CtlReply::err(format!(
-                                "fill-seq bs {bs} must be a non-zero multiple of 512"
-                            ));
-                        }
-                        Precondition::FillSequential { bs: *bs }
-                    }
-                    Step::Random { bs, amount } => {
-                        if *bs == 0 || bs % 512 != 0 || *bs > cap {
-                            return CtlReply::err(format!(
-                                "random bs {bs} must be a non-zero multiple of 512"
-                            ));
-                        }
-                        match parse_amount(amount, cap, *bs) {
-                            Ok(a) => Precondition::Random { bs: *bs, amount: a },
-                            Err(e) => return CtlReply::err(format!("random amount: {e}")),
-                        }
-                    }
-                };
-                model_steps.push(step);
+        CtlRequest::Precondition {
+            steps,
+            seed,
+            progress,
+        } => {
+            let model = match model_steps(device, &steps) {
+                Ok(m) => m,
+                Err(e) => return CtlReply::err(e),
+            };
+            let n = model.len();
+            let mut last = Instant::now() - PROGRESS_EVERY;
+            let mut write_failed = false;
+            let r = device.precondition(&model, seed, &mut |step, done, total| {
+                if progress && !write_failed && last.elapsed() >= PROGRESS_EVERY {
+                    last = Instant::now();
+                    let p = ProgressLine {
+                        progress: Progress {
+                            step,
+                            steps: n,
+                            done_bytes: done,
+                            total_bytes: total,
+                        },
+                    };
+                    let mut l = serde_json::to_vec(&p).unwrap_or_default();
+                    l.push(b'\n');
+                    write_failed = out.write_all(&l).and_then(|()| out.flush()).is_err();
+                }
+                !(write_failed || cancelled())
+            });
+            if r.cancelled {
+                info!(
+                    "precondition cancelled by the client after {:.1} s of model time",
+                    r.model_ns as f64 / 1e9
+                );
+            } else {
+                info!(
+                    "precondition {steps:?}: {:.1} s of model time",
+                    r.model_ns as f64 / 1e9
+                );
             }
-            let model_ns = device.precondition(&model_steps, seed);
-            info!(
-                "precondition {steps:?}: {:.1} s of model time",
-                model_ns as f64 / 1e9
-            );
-            CtlReply::ok(json!({ "model_time_ns": model_ns, "counters": device.counters() }))
+            CtlReply::ok(&PreconditionResult {
+                model_time_ns: r.model_ns,
+                cancelled: r.cancelled,
+                counters: device.counters(),
+            })
         }
     }
 }
 
-/// The `stats` result.
-pub fn stats_json(device: &Device, info: &ServerInfo) -> Value {
-    let st = &device.stats;
-    let ops: serde_json::Map<String, Value> = st
-        .ops_report()
-        .into_iter()
-        .map(|(k, v)| {
-            (
-                k.to_string(),
-                serde_json::to_value(v).unwrap_or(Value::Null),
-            )
-        })
-        .collect();
-    json!({
-        "drive": {
-            "profile": device.profile().name,
-            "capacity": device.capacity(),
-            "backing": device.store().path().map(|p| p.display().to_string()),
-            "allocated_bytes": device.store().allocated_bytes(),
-            "serial": String::from_utf8_lossy(&device.serial()),
-        },
-        "connection": {
-            "socket": info.socket,
-            "connected": st.connected.load(Relaxed),
-            "connections": st.connections.load(Relaxed),
-            "queues": info.queues,
-            "in_flight": st.in_flight.load(Relaxed),
-            "rejected": st.rejected.load(Relaxed),
-        },
-        "counters": device.counters(),
-        "lateness": st.lateness.summary(),
-        "ops": ops,
-    })
-}
-
-fn serve_client(stream: UnixStream, device: &Device, info: &ServerInfo) -> std::io::Result<()> {
+fn serve_client(stream: UnixStream, device: &Device) -> std::io::Result<()> {
     let mut w = stream.try_clone()?;
+    let probe = stream.try_clone()?;
     let mut r = BufReader::new(stream);
     loop {
         let mut buf = Vec::new();
@@ -128,8 +155,10 @@ fn serve_client(stream: UnixStream, device: &Device, info: &ServerInfo) -> std::
             CtlReply::err(format!("request line longer than {MAX_LINE} bytes"))
         } else {
             match std::str::from_utf8(&buf) {
-                Ok(s) if s.trim().is_empty() => continue,
-                Ok(s) => handle_line(device, info, s.trim()),
+                Ok(s) if s.trim().is_empty() => CtlReply::err(
+                    "empty request: send one JSON object per line, e.g. {\"cmd\":\"stats\"}",
+                ),
+                Ok(s) => handle_line(device, s.trim(), &mut w, &|| peer_gone(&probe)),
                 Err(_) => CtlReply::err("request is not UTF-8"),
             }
         };
@@ -146,7 +175,6 @@ fn serve_client(stream: UnixStream, device: &Device, info: &ServerInfo) -> std::
 pub fn spawn(
     listener: UnixListener,
     device: Arc<Device>,
-    info: ServerInfo,
 ) -> std::io::Result<thread::JoinHandle<()>> {
     thread::Builder::new()
         .name("vssd-ctl".into())
@@ -155,10 +183,9 @@ pub fn spawn(
                 match conn {
                     Ok(stream) => {
                         let device = device.clone();
-                        let info = info.clone();
                         let r = thread::Builder::new().name("vssd-ctl-client".into()).spawn(
                             move || {
-                                if let Err(e) = serve_client(stream, &device, &info) {
+                                if let Err(e) = serve_client(stream, &device) {
                                     debug!("control client: {e}");
                                 }
                             },
@@ -169,7 +196,7 @@ pub fn spawn(
                     }
                     Err(e) => {
                         warn!("control socket accept: {e}");
-                        thread::sleep(std::time::Duration::from_millis(100));
+                        thread::sleep(Duration::from_millis(100));
                     }
                 }
             }

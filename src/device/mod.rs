@@ -1,33 +1,58 @@
 //! One emulated SSD: a request goes to the model (when does it complete?)
-//! and to the store (the bytes), and comes back with its modelled
-//! completion time. Frontends (vhost-user-blk now, NBD later) deliver the
-//! completion at that time with [`scheduler`].
+//! and to the store (the bytes), and comes back as a [`Pending`] completion
+//! carrying its status and modelled completion time. Frontends
+//! (vhost-user-blk, NBD) deliver it at that time ([`scheduler`]) and call
+//! [`Pending::complete`]; they never touch the device's internals.
+//!
+//! The interface every frontend uses:
+//! - [`Device::register_frontend`] once per listener, then
+//!   [`Frontend::connect`] per client connection: the device's accounting
+//!   (per frontend and per connection counters, the TRIM audit) follows;
+//! - [`Device::topology`]: block sizes and limits, mapped by each frontend
+//!   to its own wire format;
+//! - [`Device::read`], [`Device::write`], [`Device::flush`],
+//!   [`Device::discard`], [`Device::write_zeroes`], and [`Device::begin`]
+//!   for requests answered without the drive (identify, invalid requests);
+//!   each returns a [`Pending`] whose [`Status`] the frontend maps to its
+//!   protocol.
 //!
 //! Time: the daemon clock is `CLOCK_MONOTONIC` minus the daemon's start.
 //! The model's clock is the daemon clock plus an offset that grows when
 //! `precondition` ages the drive in model time, so a guest never waits for
 //! the hours of simulated writes a precondition represents.
+//!
+//! Failure: if the model reports that its own state is damaged (an internal
+//! invariant failed), the drive stops: every later request fails with
+//! [`Status::Stopped`], and the FTL state is not saved over the last good one.
 
+pub mod files;
+pub mod hist;
+pub mod report;
 pub mod scheduler;
 pub mod stats;
 pub mod store;
+pub mod topology;
 
-use std::fs::File;
-use std::io::{self, BufReader, BufWriter, Write};
+use std::collections::VecDeque;
+use std::io::{self, BufReader};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
+use log::{error, warn};
 use thiserror::Error;
 use vm_memory::VolatileSlice;
 
 use crate::model::{Counters, ModelError, Op, Payload, PersistError, Precondition, Request, Ssd};
 use crate::profile::Profile;
 
-use self::stats::Stats;
+use self::files::FileError;
+pub use self::stats::{
+    Connection, Frontend, OpKind, Pending, Stats, StatsReport, Status, TrimOutcome,
+};
+use self::stats::{DriveReport, WindowReport};
 use self::store::{Store, StoreError};
-
-/// Bytes per sector (virtio-blk and the model both count in 512-byte sectors).
-pub const SECTOR: u64 = 512;
+pub use self::topology::{SECTOR, Topology};
 
 /// Errors of the device layer.
 #[derive(Debug, Error)]
@@ -35,6 +60,9 @@ pub enum DeviceError {
     /// Opening the backing store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A state file or directory is unusable.
+    #[error(transparent)]
+    File(#[from] FileError),
     /// The saved FTL state could not be loaded; it is never silently replaced.
     #[error(
         "drive state file {path} cannot be loaded (it is kept as is: move it away \
@@ -70,6 +98,30 @@ pub enum DeviceError {
     /// Reading or writing the data failed.
     #[error("data I/O failed")]
     Io(#[source] io::Error),
+    /// The drive stopped after an internal failure.
+    #[error("the drive has stopped: {0}")]
+    Stopped(String),
+}
+
+impl DeviceError {
+    /// The protocol-independent status a frontend reports for this error.
+    pub fn status(&self) -> Status {
+        match self {
+            DeviceError::BadRange { .. } => Status::Invalid,
+            DeviceError::Model(e) if model_error_is_request_error(e) => Status::Invalid,
+            DeviceError::Model(_) | DeviceError::Stopped(_) => Status::Stopped,
+            DeviceError::Io(e) if e.raw_os_error() == Some(libc::ENOSPC) => Status::NoSpace,
+            _ => Status::IoError,
+        }
+    }
+}
+
+/// Whether the model refused the request itself (bad range), as opposed to
+/// failing inside (its state is then not to be trusted).
+fn model_error_is_request_error(e: &ModelError) -> bool {
+    match e {
+        ModelError::OutOfRange { .. } | ModelError::Misaligned { .. } => true,
+    }
 }
 
 /// Where the drive's data lives.
@@ -94,34 +146,51 @@ pub struct DeviceOptions {
     pub seed: u64,
 }
 
-/// When a request was submitted and when the drive completes it (daemon clock, ns).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Timing {
-    /// Arrival.
-    pub submit_ns: u64,
-    /// Modelled completion.
-    pub due_ns: u64,
-}
-
 struct ModelState {
     ssd: Ssd,
     /// model time = daemon time + offset.
     offset_ns: u64,
 }
 
-/// One emulated drive, shared by all queues and the control socket.
+/// What a precondition did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PreconditionOutcome {
+    /// Model time it took, ns.
+    pub model_ns: u64,
+    /// Stopped early because the caller asked.
+    pub cancelled: bool,
+}
+
+/// One counter sample for the recent write-amplification window.
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    at_ns: u64,
+    host_written: u64,
+    nand_programmed: u64,
+}
+
+/// Samples kept (one per [`Device::sample`] call, normally each second).
+const SAMPLES_KEPT: usize = 61;
+
+/// Warnings logged in full before they are only counted.
+const WARN_LIMIT: u64 = 20;
+
+/// One emulated drive, shared by all frontends, their queues and the control socket.
 pub struct Device {
     profile: Profile,
+    topology: Topology,
     model: Mutex<ModelState>,
     store: Store,
     base_ns: u64,
     serial: [u8; 20],
     state_file: Option<PathBuf>,
-    /// Counters and latency histograms kept outside the model.
-    pub stats: Stats,
+    stats: Arc<Stats>,
+    stopped: OnceLock<String>,
+    samples: Mutex<VecDeque<Sample>>,
+    io_warnings: AtomicU64,
 }
 
-/// The 20-byte virtio-blk serial: stable for a profile, capacity and backing file.
+/// The 20-byte serial: stable for a profile, capacity and backing file.
 pub fn serial_for(profile: &Profile, backing: Option<&Path>) -> [u8; 20] {
     let mut a = crc32fast::Hasher::new();
     a.update(profile.name.as_bytes());
@@ -145,11 +214,8 @@ impl Device {
     pub fn open(opts: DeviceOptions) -> Result<Device, DeviceError> {
         let capacity = opts.profile.geometry.exported_capacity.0;
         let ssd = match &opts.state_file {
-            Some(path) if path.exists() => {
-                let f = File::open(path).map_err(|e| DeviceError::StateLoad {
-                    path: path.clone(),
-                    source: e.into(),
-                })?;
+            Some(path) if path.symlink_metadata().is_ok() => {
+                let f = files::open_private_ro(path)?;
                 Ssd::load(&opts.profile, BufReader::new(f)).map_err(|source| {
                     DeviceError::StateLoad {
                         path: path.clone(),
@@ -166,12 +232,16 @@ impl Device {
         };
         Ok(Device {
             serial: serial_for(&opts.profile, store.path()),
+            topology: Topology::of(&opts.profile),
             profile: opts.profile,
             model: Mutex::new(ModelState { ssd, offset_ns: 0 }),
             store,
             base_ns: scheduler::monotonic_ns(),
             state_file: opts.state_file,
-            stats: Stats::default(),
+            stats: Arc::new(Stats::default()),
+            stopped: OnceLock::new(),
+            samples: Mutex::new(VecDeque::with_capacity(SAMPLES_KEPT)),
+            io_warnings: AtomicU64::new(0),
         })
     }
 
@@ -180,12 +250,17 @@ impl Device {
         &self.profile
     }
 
-    /// Exported bytes.
-    pub fn capacity(&self) -> u64 {
-        self.store.len()
+    /// Block sizes and limits, for frontends to advertise.
+    pub fn topology(&self) -> &Topology {
+        &self.topology
     }
 
-    /// The virtio-blk serial (GET_ID).
+    /// Exported bytes.
+    pub fn capacity(&self) -> u64 {
+        self.topology.capacity
+    }
+
+    /// The drive's serial number (20 ASCII characters).
     pub fn serial(&self) -> [u8; 20] {
         self.serial
     }
@@ -195,9 +270,25 @@ impl Device {
         &self.store
     }
 
-    /// Whether the drive has a volatile write cache (the profile has a write buffer).
-    pub fn has_write_cache(&self) -> bool {
-        self.profile.buffer.size.0 > 0
+    /// The device's statistics (read-only for frontends: use [`Pending`]).
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// Register a frontend (one listener): `kind` (`vhost-user-blk`, `nbd`),
+    /// where it listens, and details shown by `ctl stats`.
+    pub fn register_frontend(
+        &self,
+        kind: &'static str,
+        name: impl Into<String>,
+        info: impl Into<String>,
+    ) -> Frontend {
+        self.stats.register_frontend(kind, name, info)
+    }
+
+    /// Why the drive stopped, if it did.
+    pub fn stopped(&self) -> Option<&str> {
+        self.stopped.get().map(String::as_str)
     }
 
     /// Daemon clock: ns since the device was opened.
@@ -210,10 +301,21 @@ impl Device {
         t.saturating_add(self.base_ns)
     }
 
+    fn stop(&self, why: String) {
+        if self.stopped.set(why.clone()).is_ok() {
+            error!(
+                "drive stopped, all further I/O fails and its FTL state will not be saved: {why}"
+            );
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, ModelState> {
-        // A panic while holding the lock cannot leave the model half-updated
-        // in a way that matters more than stopping the drive would.
-        self.model.lock().unwrap_or_else(|e| e.into_inner())
+        self.model.lock().unwrap_or_else(|e| {
+            // Only a panic inside the model can poison the lock: its state
+            // may be half-updated, so the drive stops.
+            self.stop("a thread panicked while updating the drive model".into());
+            e.into_inner()
+        })
     }
 
     fn check(&self, offset: u64, len: u64) -> Result<(), DeviceError> {
@@ -229,17 +331,20 @@ impl Device {
         }
     }
 
-    /// Submit requests to the model at one instant; the timing is that of the last to finish.
-    fn submit(&self, op: Op, ranges: &[(u64, u64)]) -> Result<Timing, DeviceError> {
+    /// Submit requests to the model at one instant; the completion is that
+    /// of the last to finish (daemon clock).
+    fn submit(&self, p: &Pending, op: Op, ranges: &[(u64, u64)]) -> Result<u64, DeviceError> {
+        if let Some(why) = self.stopped() {
+            return Err(DeviceError::Stopped(why.into()));
+        }
         for &(o, l) in ranges {
             self.check(o, l)?;
         }
         let mut m = self.lock();
-        let submit_ns = self.now_ns();
-        let model_now = submit_ns + m.offset_ns;
+        let model_now = p.submit_ns() + m.offset_ns;
         let mut done = model_now;
         for &(offset, len) in ranges {
-            let c = m.ssd.submit(
+            let r = m.ssd.submit(
                 model_now,
                 &Request {
                     op,
@@ -247,73 +352,194 @@ impl Device {
                     len,
                     payload: Payload::Unknown,
                 },
-            )?;
-            done = done.max(c.done_ns);
+            );
+            match r {
+                Ok(c) => done = done.max(c.done_ns),
+                Err(e) if model_error_is_request_error(&e) => return Err(e.into()),
+                Err(e) => {
+                    self.stop(format!("the drive model failed: {e}"));
+                    return Err(e.into());
+                }
+            }
         }
-        Ok(Timing {
-            submit_ns,
-            due_ns: done.saturating_sub(m.offset_ns),
-        })
+        Ok(done.saturating_sub(m.offset_ns))
+    }
+
+    /// Turn the outcome of a request into its pending completion.
+    fn settle(&self, mut p: Pending, r: Result<u64, DeviceError>) -> Pending {
+        match r {
+            Ok(due) => p.finish(Status::Ok, due),
+            Err(e) => {
+                let st = e.status();
+                match st {
+                    Status::Invalid => log::debug!("{:?} refused: {e}", p.op()),
+                    _ => self.warn_io(&p, &e),
+                }
+                p.fail(st);
+            }
+        }
+        p
+    }
+
+    fn warn_io(&self, p: &Pending, e: &DeviceError) {
+        let n = self.io_warnings.fetch_add(1, Relaxed) + 1;
+        let cause = std::error::Error::source(e)
+            .map(|s| format!(": {s}"))
+            .unwrap_or_default();
+        if n <= WARN_LIMIT {
+            warn!("{:?} of {} bytes failed: {e}{cause}", p.op(), p.bytes());
+            if n == WARN_LIMIT {
+                warn!("further I/O errors are only counted (ctl stats: errors)");
+            }
+        }
+    }
+
+    /// Account a request answered without the drive (e.g. an identify
+    /// command), or refused by the frontend's own validation (then
+    /// [`Pending::fail`] it). Due at once.
+    pub fn begin(&self, conn: &Connection, op: OpKind, bytes: u64) -> Pending {
+        conn.begin(op, bytes, self.now_ns())
     }
 
     /// Read `offset..` into `bufs`.
-    pub fn read(&self, offset: u64, bufs: &[VolatileSlice<'_>]) -> Result<Timing, DeviceError> {
+    pub fn read(&self, conn: &Connection, offset: u64, bufs: &[VolatileSlice<'_>]) -> Pending {
         let len = bufs.iter().map(|b| b.len() as u64).sum();
-        let t = self.submit(Op::Read, &[(offset, len)])?;
-        self.store.read(offset, bufs).map_err(DeviceError::Io)?;
-        Ok(t)
+        let p = self.begin(conn, OpKind::Read, len);
+        let r = self.submit(&p, Op::Read, &[(offset, len)]).and_then(|due| {
+            self.store.read(offset, bufs).map_err(DeviceError::Io)?;
+            Ok(due)
+        });
+        self.settle(p, r)
     }
 
-    /// Write `bufs` at `offset..`.
-    pub fn write(&self, offset: u64, bufs: &[VolatileSlice<'_>]) -> Result<Timing, DeviceError> {
+    /// Write `bufs` at `offset..`. With `fua` the data is durable (on the
+    /// backing file and programmed in the model) before the completion.
+    pub fn write(
+        &self,
+        conn: &Connection,
+        offset: u64,
+        bufs: &[VolatileSlice<'_>],
+        fua: bool,
+    ) -> Pending {
         let len = bufs.iter().map(|b| b.len() as u64).sum();
-        let t = self.submit(Op::Write, &[(offset, len)])?;
-        self.store.write(offset, bufs).map_err(DeviceError::Io)?;
-        Ok(t)
+        let p = self.begin(conn, OpKind::Write, len);
+        let r = self
+            .submit(&p, Op::Write, &[(offset, len)])
+            .and_then(|due| {
+                self.store.write(offset, bufs).map_err(DeviceError::Io)?;
+                if fua {
+                    self.store.sync().map_err(DeviceError::Io)?;
+                    let flushed = self.submit(&p, Op::Flush, &[(0, 0)])?;
+                    return Ok(due.max(flushed));
+                }
+                Ok(due)
+            });
+        self.settle(p, r)
     }
 
     /// TRIM `(offset, len)` ranges: the data reads as zeros afterwards.
-    pub fn discard(&self, ranges: &[(u64, u64)]) -> Result<Timing, DeviceError> {
-        let t = self.submit(Op::Trim, ranges)?;
-        for &(o, l) in ranges {
-            self.store.zero(o, l, true).map_err(DeviceError::Io)?;
-        }
-        Ok(t)
+    pub fn discard(&self, conn: &Connection, ranges: &[(u64, u64)]) -> Pending {
+        let len = ranges.iter().map(|r| r.1).sum();
+        let mut p = self.begin(conn, OpKind::Discard, len);
+        let r = self.trim_ranges(&mut p, Op::Trim, ranges, true);
+        self.settle(p, r)
     }
 
     /// Write zeroes over `(offset, len)` ranges; with `unmap` the drive deallocates.
-    pub fn write_zeroes(&self, ranges: &[(u64, u64)], unmap: bool) -> Result<Timing, DeviceError> {
-        let t = self.submit(Op::WriteZeroes { unmap }, ranges)?;
+    pub fn write_zeroes(&self, conn: &Connection, ranges: &[(u64, u64)], unmap: bool) -> Pending {
+        let len = ranges.iter().map(|r| r.1).sum();
+        let mut p = self.begin(conn, OpKind::WriteZeroes, len);
+        let r = self.trim_ranges(&mut p, Op::WriteZeroes { unmap }, ranges, unmap);
+        self.settle(p, r)
+    }
+
+    fn trim_ranges(
+        &self,
+        p: &mut Pending,
+        op: Op,
+        ranges: &[(u64, u64)],
+        unmap: bool,
+    ) -> Result<u64, DeviceError> {
+        let due = self.submit(p, op, ranges)?;
         for &(o, l) in ranges {
             self.store.zero(o, l, unmap).map_err(DeviceError::Io)?;
         }
-        Ok(t)
+        if unmap {
+            p.set_trim(TrimOutcome::default());
+        }
+        Ok(due)
     }
 
     /// Make everything written so far durable, then flush the drive's buffer.
-    pub fn flush(&self) -> Result<Timing, DeviceError> {
-        let submit_ns = self.now_ns();
-        self.store.sync().map_err(DeviceError::Io)?;
-        let mut m = self.lock();
-        let model_now = submit_ns + m.offset_ns;
-        let c = m.ssd.submit(
-            model_now,
-            &Request {
-                op: Op::Flush,
-                offset: 0,
-                len: 0,
-                payload: Payload::Unknown,
-            },
-        )?;
-        Ok(Timing {
-            submit_ns,
-            due_ns: c.done_ns.saturating_sub(m.offset_ns),
-        })
+    pub fn flush(&self, conn: &Connection) -> Pending {
+        let p = self.begin(conn, OpKind::Flush, 0);
+        let r = self
+            .store
+            .sync()
+            .map_err(DeviceError::Io)
+            .and_then(|()| self.submit(&p, Op::Flush, &[(0, 0)]));
+        self.settle(p, r)
     }
 
     /// The model's counters.
     pub fn counters(&self) -> Counters {
         self.lock().ssd.counters()
+    }
+
+    /// Record a counter sample for the recent write-amplification window
+    /// (call about once a second).
+    pub fn sample(&self) {
+        let c = self.counters();
+        let mut s = self.samples.lock().unwrap_or_else(|e| e.into_inner());
+        if s.len() == SAMPLES_KEPT {
+            s.pop_front();
+        }
+        s.push_back(Sample {
+            at_ns: self.now_ns(),
+            host_written: c.host_written_bytes,
+            nand_programmed: c.nand_bytes_programmed,
+        });
+    }
+
+    /// Write amplification between the oldest kept sample and `now`.
+    fn recent_window(&self, c: &Counters) -> Option<WindowReport> {
+        let s = self.samples.lock().unwrap_or_else(|e| e.into_inner());
+        let first = s.front()?;
+        let host = c.host_written_bytes.saturating_sub(first.host_written);
+        let nand = c
+            .nand_bytes_programmed
+            .saturating_sub(first.nand_programmed);
+        Some(WindowReport {
+            seconds: self.now_ns().saturating_sub(first.at_ns) as f64 / 1e9,
+            host_written_bytes: host,
+            nand_bytes_programmed: nand,
+            write_amplification: if host > 0 {
+                nand as f64 / host as f64
+            } else {
+                0.0
+            },
+        })
+    }
+
+    /// Everything `vssd ctl stats` shows.
+    pub fn report(&self) -> StatsReport {
+        let counters = self.counters();
+        StatsReport {
+            drive: DriveReport {
+                profile: self.profile.name.clone(),
+                capacity: self.capacity(),
+                backing: self.store.path().map(|p| p.display().to_string()),
+                allocated_bytes: self.store.allocated_bytes(),
+                serial: String::from_utf8_lossy(&self.serial).into_owned(),
+                stopped: self.stopped().map(str::to_string),
+            },
+            connection: self.stats.connection_report(),
+            frontends: self.stats.frontends_report(),
+            recent: self.recent_window(&counters),
+            counters,
+            lateness: self.stats.lateness().summary(),
+            ops: self.stats.ops_report(),
+        }
     }
 
     /// Back to a fresh drive: all data reads as zeros, the FTL is reset.
@@ -322,58 +548,168 @@ impl Device {
         self.store.erase_all().map_err(DeviceError::Io)?;
         m.ssd.secure_erase();
         self.stats.reset();
+        self.samples
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
         Ok(())
     }
 
-    /// Age the drive in model time (no data is touched). Returns the model
-    /// time the steps took, in ns.
-    pub fn precondition(&self, steps: &[Precondition], seed: u64) -> u64 {
+    /// Age the drive in model time (no data is touched). `progress(step,
+    /// done_bytes, total_bytes)` is called as it goes; returning false
+    /// cancels (what is done stays done).
+    pub fn precondition(
+        &self,
+        steps: &[Precondition],
+        seed: u64,
+        progress: &mut dyn FnMut(usize, u64, u64) -> bool,
+    ) -> PreconditionOutcome {
         let mut m = self.lock();
         let start = self.now_ns() + m.offset_ns;
         let mut now = start;
+        let mut cancelled = false;
         for (i, step) in steps.iter().enumerate() {
+            let total = match *step {
+                Precondition::Random { amount, .. } => amount,
+                _ => self.capacity(),
+            };
+            if !progress(i, 0, total) {
+                cancelled = true;
+                break;
+            }
             now = m
                 .ssd
                 .precondition(now, step, seed.wrapping_add(i as u64))
                 .max(now);
+            progress(i, total, total);
         }
         m.offset_ns += now - start;
-        now - start
+        PreconditionOutcome {
+            model_ns: now - start,
+            cancelled,
+        }
     }
 
-    /// Write the FTL state file (atomically: temp file, fsync, rename).
+    /// Write the FTL state file atomically (private temp file, fsync,
+    /// rename). Refused once the drive has stopped: the last good state
+    /// stays on disk.
     pub fn save_state(&self) -> Result<(), DeviceError> {
         let Some(path) = &self.state_file else {
             return Ok(());
         };
-        let err = |source| DeviceError::StateSave {
-            path: path.clone(),
-            source,
-        };
-        let tmp = path.with_extension("tmp");
-        let m = self.lock();
-        let f = File::create(&tmp).map_err(err)?;
-        let mut w = BufWriter::new(f);
-        m.ssd.save(&mut w).map_err(err)?;
-        w.flush().map_err(err)?;
-        w.get_ref().sync_all().map_err(err)?;
-        drop(w);
-        std::fs::rename(&tmp, path).map_err(err)?;
-        if let Some(dir) = path.parent()
-            && let Ok(d) = File::open(if dir.as_os_str().is_empty() {
-                Path::new(".")
-            } else {
-                dir
-            })
-        {
-            let _ = d.sync_all();
+        if let Some(why) = self.stopped() {
+            return Err(DeviceError::Stopped(format!(
+                "{why}; not saving its FTL state over {}",
+                path.display()
+            )));
         }
-        Ok(())
+        let m = self.lock();
+        files::write_atomically(path, |w| m.ssd.save(w)).map_err(|e| match e {
+            FileError::Open { source, .. } => DeviceError::StateSave {
+                path: path.clone(),
+                source,
+            },
+            other => DeviceError::File(other),
+        })
     }
 
     /// Sync the data and save the FTL state (clean shutdown).
     pub fn close(&self) -> Result<(), DeviceError> {
         self.store.sync().map_err(DeviceError::Io)?;
         self.save_state()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn device(data: DataLocation, state: Option<PathBuf>) -> Device {
+        Device::open(DeviceOptions {
+            profile: Profile::load_with_capacity("sata-mlc-2011", Some(256 << 20)).unwrap(),
+            data,
+            state_file: state,
+            seed: 1,
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn requests_come_back_as_pending_completions() {
+        let dev = device(DataLocation::Memory, None);
+        let fe = dev.register_frontend("test", "here", "");
+        let conn = fe.connect("me");
+        let mut data = vec![7u8; 8192];
+        let w = dev.write(&conn, 4096, &[VolatileSlice::from(&mut data[..])], false);
+        assert_eq!(w.status(), Status::Ok);
+        assert!(w.due_ns() > w.submit_ns(), "a modelled write takes time");
+        assert_eq!(dev.stats().in_flight(), 1);
+        w.complete(dev.now_ns());
+        let mut back = vec![0u8; 8192];
+        let r = dev.read(&conn, 4096, &[VolatileSlice::from(&mut back[..])]);
+        assert_eq!(r.status(), Status::Ok);
+        r.complete(dev.now_ns());
+        assert_eq!(back, data);
+        let bad = dev.read(&conn, dev.capacity(), &[VolatileSlice::from(&mut back[..])]);
+        assert_eq!(bad.status(), Status::Invalid);
+        bad.complete(dev.now_ns());
+        let d = dev.discard(&conn, &[(0, 1 << 20)]);
+        assert_eq!(d.status(), Status::Ok);
+        d.complete(dev.now_ns());
+        let f = dev.flush(&conn);
+        assert_eq!(f.status(), Status::Ok);
+        f.complete(dev.now_ns());
+        let rep = dev.report();
+        assert_eq!(rep.connection.in_flight, 0);
+        assert_eq!(rep.connection.rejected, 1);
+        assert_eq!(rep.ops["write"].cmds, 1);
+        assert_eq!(rep.frontends[0].io.trim.discard_cmds, 1);
+        assert_eq!(rep.counters.host_written_bytes, 8192);
+        // The typed report survives a JSON round trip (ctl's client reads it back).
+        let json = serde_json::to_string(&rep).unwrap();
+        let back: StatsReport = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.drive, rep.drive);
+        assert_eq!(back.frontends, rep.frontends);
+    }
+
+    #[test]
+    fn recent_window_follows_new_writes_only() {
+        let dev = device(DataLocation::Memory, None);
+        let conn = dev.register_frontend("test", "", "").connect("");
+        let mut data = vec![1u8; 1 << 20];
+        dev.write(&conn, 0, &[VolatileSlice::from(&mut data[..])], true)
+            .complete(0);
+        dev.sample();
+        dev.write(&conn, 1 << 20, &[VolatileSlice::from(&mut data[..])], true)
+            .complete(0);
+        let r = dev.report();
+        let w = r.recent.unwrap();
+        assert_eq!(w.host_written_bytes, 1 << 20);
+        assert!(w.write_amplification >= 1.0);
+    }
+
+    #[test]
+    fn state_files_are_private_and_a_failed_save_leaves_no_temp_file() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let state = d.path().join("ftl.state");
+        let img = d.path().join("disk.img");
+        let dev = device(DataLocation::File(img.clone()), Some(state.clone()));
+        dev.close().unwrap();
+        for p in [&state, &img] {
+            let mode = std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{}", p.display());
+        }
+        assert!(!state.with_extension("tmp").exists());
+        // Saving into a directory that cannot take the file fails cleanly.
+        drop(dev);
+        let dev = Device::open(DeviceOptions {
+            profile: Profile::load_with_capacity("sata-mlc-2011", Some(256 << 20)).unwrap(),
+            data: DataLocation::Memory,
+            state_file: Some(PathBuf::from("/proc/vssd-no-such-dir/ftl.state")),
+            seed: 1,
+        })
+        .unwrap();
+        assert!(dev.save_state().is_err());
     }
 }

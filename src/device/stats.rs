@@ -1,145 +1,46 @@
-//! Lock-free latency histograms and per-operation statistics.
+//! What the device counts, and the typed report `vssd ctl stats` shows.
 //!
-//! Histograms use log-linear buckets (8 sub-buckets per power of two, so a
-//! reported percentile is within 12.5 % of the true value); recording is a
-//! couple of relaxed atomic adds, safe from any queue thread.
+//! The device owns its accounting: frontends register themselves
+//! ([`FrontendStats`]) and their connections ([`ConnStats`]), and every
+//! request they hand to the device comes back as a [`Pending`] guard that
+//! records status, bytes, modelled and delivered latency and lateness in
+//! one [`Pending::complete`] call. A guard dropped without completing (the
+//! frontend went away) is counted as abandoned. In-flight requests are the
+//! live guards, so no frontend adjusts a counter by hand.
+//!
+//! Counting is lock-free (relaxed atomics) on the request path; only
+//! registering a connection and building a report take a lock.
 
-use serde::Serialize;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
 
-const SUB_BITS: u32 = 3;
-const SUB: usize = 1 << SUB_BITS;
-const LINEAR: usize = 2 * SUB; // values below 16 get one bucket each
-const BUCKETS: usize = LINEAR + (64 - (SUB_BITS as usize + 1)) * SUB;
+use serde::{Deserialize, Serialize};
 
-/// A histogram of nanosecond values.
-pub struct Histogram {
-    buckets: Box<[AtomicU64]>,
-    count: AtomicU64,
-    sum: AtomicU64,
-    max: AtomicU64,
-}
+use super::hist::Histogram;
+pub use super::report::{
+    ConnReport, ConnectionReport, DriveReport, FrontendReport, IoReport, OpCount, OpReport,
+    StatsReport, TrimReport, WindowReport,
+};
 
-impl Default for Histogram {
-    fn default() -> Self {
-        Histogram {
-            buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
-            count: AtomicU64::new(0),
-            sum: AtomicU64::new(0),
-            max: AtomicU64::new(0),
-        }
-    }
-}
-
-fn bucket_of(v: u64) -> usize {
-    if v < LINEAR as u64 {
-        return v as usize;
-    }
-    let e = 63 - v.leading_zeros(); // >= 4
-    let m = ((v >> (e - SUB_BITS)) as usize) & (SUB - 1);
-    LINEAR + (e as usize - (SUB_BITS as usize + 1)) * SUB + m
-}
-
-/// Highest value that falls into bucket `b`.
-fn bucket_high(b: usize) -> u64 {
-    if b < LINEAR {
-        return b as u64;
-    }
-    let e = (b - LINEAR) / SUB + SUB_BITS as usize + 1;
-    let m = ((b - LINEAR) % SUB) as u64;
-    let low = (1u64 << e) | (m << (e - SUB_BITS as usize));
-    low.saturating_add((1u64 << (e - SUB_BITS as usize)) - 1)
-}
-
-/// Percentiles of a histogram, in ns.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
-pub struct Summary {
-    /// Values recorded.
-    pub count: u64,
-    /// Mean.
-    pub mean_ns: f64,
-    /// Median.
-    pub p50_ns: u64,
-    /// 90th percentile.
-    pub p90_ns: u64,
-    /// 99th percentile.
-    pub p99_ns: u64,
-    /// 99.9th percentile.
-    pub p999_ns: u64,
-    /// Largest value (exact).
-    pub max_ns: u64,
-}
-
-impl Histogram {
-    /// Record one value.
-    pub fn record(&self, v: u64) {
-        self.buckets[bucket_of(v)].fetch_add(1, Relaxed);
-        self.count.fetch_add(1, Relaxed);
-        self.sum.fetch_add(v, Relaxed);
-        self.max.fetch_max(v, Relaxed);
-    }
-
-    /// Forget everything.
-    pub fn reset(&self) {
-        for b in self.buckets.iter() {
-            b.store(0, Relaxed);
-        }
-        self.count.store(0, Relaxed);
-        self.sum.store(0, Relaxed);
-        self.max.store(0, Relaxed);
-    }
-
-    /// Value at quantile `q` (0..=1): the upper bound of the bucket holding it.
-    pub fn quantile(&self, q: f64) -> u64 {
-        let counts: Vec<u64> = self.buckets.iter().map(|b| b.load(Relaxed)).collect();
-        let total: u64 = counts.iter().sum();
-        if total == 0 {
-            return 0;
-        }
-        let rank = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
-        let mut seen = 0;
-        for (i, c) in counts.iter().enumerate() {
-            seen += c;
-            if seen >= rank {
-                return bucket_high(i).min(self.max.load(Relaxed));
-            }
-        }
-        self.max.load(Relaxed)
-    }
-
-    /// Count, mean and the usual percentiles.
-    pub fn summary(&self) -> Summary {
-        let count = self.count.load(Relaxed);
-        Summary {
-            count,
-            mean_ns: if count == 0 {
-                0.0
-            } else {
-                self.sum.load(Relaxed) as f64 / count as f64
-            },
-            p50_ns: self.quantile(0.50),
-            p90_ns: self.quantile(0.90),
-            p99_ns: self.quantile(0.99),
-            p999_ns: self.quantile(0.999),
-            max_ns: self.max.load(Relaxed),
-        }
-    }
-}
+/// Closed connections kept in a frontend's report (oldest dropped first).
+pub const CLOSED_CONNS_KEPT: usize = 16;
 
 /// Kinds of request, for statistics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum OpKind {
     /// Read.
     Read = 0,
     /// Write.
     Write = 1,
-    /// Discard / TRIM.
+    /// Discard / TRIM / deallocate.
     Discard = 2,
     /// Write zeroes (either flavour).
     WriteZeroes = 3,
     /// Flush.
     Flush = 4,
-    /// Anything answered without the drive (GET_ID, errors).
+    /// Anything answered without the drive (GET_ID, CACHE, invalid requests).
     Other = 5,
 }
 
@@ -167,80 +68,166 @@ impl OpKind {
     }
 }
 
-/// Statistics of one kind of request.
+/// How a request ended, independent of any wire format: each frontend maps
+/// it to its protocol's status (virtio-blk `S_*`, NBD errno values).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Done.
+    Ok,
+    /// Malformed or out of range: refused before it touched anything.
+    Invalid,
+    /// A request type or flag the drive does not implement.
+    Unsupported,
+    /// Reading or writing the data failed.
+    IoError,
+    /// The backing store is full.
+    NoSpace,
+    /// The drive stopped after an internal failure and refuses all I/O.
+    Stopped,
+}
+
+impl Status {
+    /// Whether the request succeeded.
+    pub fn is_ok(self) -> bool {
+        self == Status::Ok
+    }
+}
+
 #[derive(Default)]
-pub struct OpStats {
-    /// Completed requests.
-    pub cmds: AtomicU64,
-    /// Bytes moved (or discarded/zeroed).
-    pub bytes: AtomicU64,
-    /// Requests answered with an error status.
-    pub errors: AtomicU64,
-    /// Modelled latency (drive completion − submission).
-    pub modelled: Histogram,
-    /// Latency as delivered to the guest (used-ring write − submission).
-    pub delivered: Histogram,
+struct OpStats {
+    cmds: AtomicU64,
+    bytes: AtomicU64,
+    errors: AtomicU64,
+    modelled: Histogram,
+    delivered: Histogram,
 }
 
-/// Per-kind figures for `ctl stats`.
-#[derive(Debug, Clone, Serialize)]
-pub struct OpReport {
-    /// Completed requests.
-    pub cmds: u64,
-    /// Bytes.
-    pub bytes: u64,
-    /// Errors.
-    pub errors: u64,
-    /// Modelled latency percentiles.
-    pub modelled: Summary,
-    /// Delivered latency percentiles.
-    pub delivered: Summary,
+/// Counters kept per frontend and per connection (no histograms).
+#[derive(Default)]
+struct IoCounters {
+    cmds: [AtomicU64; 6],
+    bytes: [AtomicU64; 6],
+    errors: [AtomicU64; 6],
+    rejected: AtomicU64,
+    abandoned: AtomicU64,
+    discards_ok: AtomicU64,
+    write_zeroes_ok: AtomicU64,
+    trim_requested_bytes: AtomicU64,
+    trim_freed_bytes: AtomicU64,
+    trim_unmapped_bytes: AtomicU64,
 }
 
-/// Everything the device counts outside the model.
+impl IoCounters {
+    fn record(&self, op: OpKind, bytes: u64, status: Status, trim: TrimOutcome) {
+        let i = op as usize;
+        self.cmds[i].fetch_add(1, Relaxed);
+        self.bytes[i].fetch_add(bytes, Relaxed);
+        if !status.is_ok() {
+            self.errors[i].fetch_add(1, Relaxed);
+        }
+        if status == Status::Invalid || status == Status::Unsupported {
+            self.rejected.fetch_add(1, Relaxed);
+        }
+        if status.is_ok() {
+            match op {
+                OpKind::Discard => self.discards_ok.fetch_add(1, Relaxed),
+                OpKind::WriteZeroes => self.write_zeroes_ok.fetch_add(1, Relaxed),
+                _ => 0,
+            };
+            if matches!(op, OpKind::Discard | OpKind::WriteZeroes) {
+                self.trim_requested_bytes.fetch_add(bytes, Relaxed);
+            }
+        }
+        self.trim_freed_bytes.fetch_add(trim.freed_bytes, Relaxed);
+        self.trim_unmapped_bytes
+            .fetch_add(trim.already_unmapped_bytes, Relaxed);
+    }
+
+    fn report(&self) -> IoReport {
+        let ops = OpKind::ALL
+            .iter()
+            .map(|&k| {
+                let i = k as usize;
+                (
+                    k.name().to_string(),
+                    OpCount {
+                        cmds: self.cmds[i].load(Relaxed),
+                        bytes: self.bytes[i].load(Relaxed),
+                        errors: self.errors[i].load(Relaxed),
+                    },
+                )
+            })
+            .filter(|(_, c)| c.cmds > 0)
+            .collect();
+        IoReport {
+            ops,
+            rejected: self.rejected.load(Relaxed),
+            abandoned: self.abandoned.load(Relaxed),
+            trim: TrimReport {
+                discard_cmds: self.discards_ok.load(Relaxed),
+                write_zeroes_cmds: self.write_zeroes_ok.load(Relaxed),
+                requested_bytes: self.trim_requested_bytes.load(Relaxed),
+                freed_bytes: self.trim_freed_bytes.load(Relaxed),
+                already_unmapped_bytes: self.trim_unmapped_bytes.load(Relaxed),
+            },
+        }
+    }
+}
+
+/// What a discard (or unmapping write-zeroes) did in the FTL.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TrimOutcome {
+    /// Bytes that were mapped and are now free.
+    pub freed_bytes: u64,
+    /// Bytes of the request that were not mapped anyway.
+    pub already_unmapped_bytes: u64,
+}
+
+/// Device-wide statistics: per-operation latency, lateness, in-flight count,
+/// and the registered frontends.
 #[derive(Default)]
 pub struct Stats {
     ops: [OpStats; 6],
-    /// Delivered − modelled completion time, ns (0 when on time or early).
-    pub lateness: Histogram,
-    /// Requests handed to the device and not yet completed to the guest.
-    pub in_flight: AtomicU64,
-    /// A frontend is connected.
-    pub connected: AtomicBool,
-    /// Frontend connections accepted since start.
-    pub connections: AtomicU64,
-    /// Requests rejected by validation (bad descriptors, ranges, types).
-    pub rejected: AtomicU64,
+    lateness: Histogram,
+    in_flight: AtomicU64,
+    abandoned: AtomicU64,
+    rejected: AtomicU64,
+    frontends: Mutex<Vec<Arc<FrontendStats>>>,
 }
 
 impl Stats {
-    /// Statistics of `op`.
-    pub fn op(&self, op: OpKind) -> &OpStats {
-        &self.ops[op as usize]
-    }
-
-    /// Record a completion delivered at `delivered_ns` (all times in the daemon clock).
-    pub fn complete(
-        &self,
-        op: OpKind,
-        bytes: u64,
-        ok: bool,
-        submit_ns: u64,
-        due_ns: u64,
-        delivered_ns: u64,
-    ) {
-        let s = self.op(op);
-        s.cmds.fetch_add(1, Relaxed);
-        s.bytes.fetch_add(bytes, Relaxed);
-        if !ok {
-            s.errors.fetch_add(1, Relaxed);
+    /// Register a frontend (a vhost-user socket, an NBD listener).
+    pub fn register_frontend(
+        self: &Arc<Self>,
+        kind: &'static str,
+        name: impl Into<String>,
+        info: impl Into<String>,
+    ) -> Frontend {
+        let mut list = lock(&self.frontends);
+        let f = Arc::new(FrontendStats {
+            id: list.len() as u32,
+            kind,
+            name: name.into(),
+            info: info.into(),
+            counters: IoCounters::default(),
+            connections: AtomicU64::new(0),
+            conns: Mutex::new(VecDeque::new()),
+        });
+        list.push(f.clone());
+        Frontend {
+            device: self.clone(),
+            stats: f,
         }
-        s.modelled.record(due_ns.saturating_sub(submit_ns));
-        s.delivered.record(delivered_ns.saturating_sub(submit_ns));
-        self.lateness.record(delivered_ns.saturating_sub(due_ns));
     }
 
-    /// Forget latency figures and counts (after a secure erase).
+    /// Requests handed to the device and not completed yet.
+    pub fn in_flight(&self) -> u64 {
+        self.in_flight.load(Relaxed)
+    }
+
+    /// Forget latency figures and counts (after a secure erase). Frontend
+    /// and connection counters (the TRIM audit) are kept.
     pub fn reset(&self) {
         for s in &self.ops {
             s.cmds.store(0, Relaxed);
@@ -251,16 +238,37 @@ impl Stats {
         }
         self.lateness.reset();
         self.rejected.store(0, Relaxed);
+        self.abandoned.store(0, Relaxed);
     }
 
-    /// Per-kind report, keyed by [`OpKind::name`].
-    pub fn ops_report(&self) -> Vec<(&'static str, OpReport)> {
+    /// The lateness histogram (delivered − modelled completion).
+    pub fn lateness(&self) -> &Histogram {
+        &self.lateness
+    }
+
+    fn record(&self, p: &Pending, delivered_ns: u64) {
+        let s = &self.ops[p.op as usize];
+        s.cmds.fetch_add(1, Relaxed);
+        s.bytes.fetch_add(p.bytes, Relaxed);
+        if !p.status.is_ok() {
+            s.errors.fetch_add(1, Relaxed);
+        }
+        if p.status == Status::Invalid || p.status == Status::Unsupported {
+            self.rejected.fetch_add(1, Relaxed);
+        }
+        s.modelled.record(p.due_ns.saturating_sub(p.submit_ns));
+        s.delivered.record(delivered_ns.saturating_sub(p.submit_ns));
+        self.lateness.record(delivered_ns.saturating_sub(p.due_ns));
+    }
+
+    /// Per-operation report, every kind, keyed by [`OpKind::name`].
+    pub fn ops_report(&self) -> BTreeMap<String, OpReport> {
         OpKind::ALL
             .iter()
             .map(|&k| {
-                let s = self.op(k);
+                let s = &self.ops[k as usize];
                 (
-                    k.name(),
+                    k.name().to_string(),
                     OpReport {
                         cmds: s.cmds.load(Relaxed),
                         bytes: s.bytes.load(Relaxed),
@@ -272,6 +280,284 @@ impl Stats {
             })
             .collect()
     }
+
+    /// The `connection` part of the report (all frontends together).
+    pub fn connection_report(&self) -> ConnectionReport {
+        let fronts = lock(&self.frontends);
+        ConnectionReport {
+            connected: fronts.iter().any(|f| f.open_connections() > 0),
+            connections: fronts.iter().map(|f| f.connections.load(Relaxed)).sum(),
+            in_flight: self.in_flight.load(Relaxed),
+            rejected: self.rejected.load(Relaxed),
+            abandoned: self.abandoned.load(Relaxed),
+        }
+    }
+
+    /// One report per registered frontend.
+    pub fn frontends_report(&self) -> Vec<FrontendReport> {
+        lock(&self.frontends).iter().map(|f| f.report()).collect()
+    }
+}
+
+/// A registered frontend, as the frontend holds it: opens connections.
+#[derive(Clone)]
+pub struct Frontend {
+    device: Arc<Stats>,
+    stats: Arc<FrontendStats>,
+}
+
+/// One frontend (listener): its identity and counters over all its connections.
+pub struct FrontendStats {
+    id: u32,
+    kind: &'static str,
+    name: String,
+    info: String,
+    counters: IoCounters,
+    connections: AtomicU64,
+    conns: Mutex<VecDeque<Arc<ConnStats>>>,
+}
+
+impl Frontend {
+    /// Record a new connection from `peer`.
+    pub fn connect(&self, peer: impl Into<String>) -> Connection {
+        let fe = &self.stats;
+        let id = fe.connections.fetch_add(1, Relaxed) + 1;
+        let c = Arc::new(ConnStats {
+            id,
+            peer: peer.into(),
+            opened_unix_s: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+            open: AtomicBool::new(true),
+            counters: IoCounters::default(),
+        });
+        let mut conns = lock(&fe.conns);
+        // Keep every open connection and the most recent closed ones (this
+        // one may close next, hence one fewer).
+        let mut closed = conns.iter().filter(|c| !c.is_open()).count();
+        while closed >= CLOSED_CONNS_KEPT {
+            match conns.iter().position(|c| !c.is_open()) {
+                Some(i) => conns.remove(i),
+                None => break,
+            };
+            closed -= 1;
+        }
+        conns.push_back(c.clone());
+        Connection {
+            inner: Arc::new(ConnHandle {
+                device: self.device.clone(),
+                frontend: fe.clone(),
+                conn: c,
+            }),
+        }
+    }
+
+    /// Connections open now.
+    pub fn open_connections(&self) -> usize {
+        self.stats.open_connections()
+    }
+
+    /// The frontend's id (its index among the device's frontends).
+    pub fn id(&self) -> u32 {
+        self.stats.id
+    }
+}
+
+impl FrontendStats {
+    /// Connections open now.
+    pub fn open_connections(&self) -> usize {
+        lock(&self.conns).iter().filter(|c| c.is_open()).count()
+    }
+
+    fn report(&self) -> FrontendReport {
+        let conns = lock(&self.conns);
+        FrontendReport {
+            id: self.id,
+            kind: self.kind.to_string(),
+            name: self.name.clone(),
+            info: self.info.clone(),
+            connections: self.connections.load(Relaxed),
+            open_connections: conns.iter().filter(|c| c.is_open()).count() as u64,
+            io: self.counters.report(),
+            conns: conns.iter().map(|c| c.report()).collect(),
+        }
+    }
+}
+
+/// One connection's identity and counters.
+pub struct ConnStats {
+    id: u64,
+    peer: String,
+    opened_unix_s: u64,
+    open: AtomicBool,
+    counters: IoCounters,
+}
+
+impl ConnStats {
+    fn is_open(&self) -> bool {
+        self.open.load(Relaxed)
+    }
+
+    fn report(&self) -> ConnReport {
+        ConnReport {
+            id: self.id,
+            peer: self.peer.clone(),
+            opened_unix_s: self.opened_unix_s,
+            open: self.is_open(),
+            io: self.counters.report(),
+        }
+    }
+}
+
+/// What a connection's requests record into (no cycle: the device's list
+/// of frontends never points back here).
+struct ConnHandle {
+    device: Arc<Stats>,
+    frontend: Arc<FrontendStats>,
+    conn: Arc<ConnStats>,
+}
+
+/// A frontend connection as the device sees it: every request of the
+/// connection is accounted through it. Dropping it marks the connection closed.
+pub struct Connection {
+    inner: Arc<ConnHandle>,
+}
+
+impl Connection {
+    /// Start accounting one request of this connection: counted in flight
+    /// until the returned guard completes or is dropped.
+    pub fn begin(&self, op: OpKind, bytes: u64, submit_ns: u64) -> Pending {
+        self.inner.device.in_flight.fetch_add(1, Relaxed);
+        Pending {
+            conn: self.inner.clone(),
+            op,
+            bytes,
+            status: Status::Ok,
+            submit_ns,
+            due_ns: submit_ns,
+            trim: TrimOutcome::default(),
+            done: false,
+        }
+    }
+
+    /// The connection's number within its frontend (from 1).
+    pub fn id(&self) -> u64 {
+        self.inner.conn.id
+    }
+
+    /// The frontend's id.
+    pub fn frontend_id(&self) -> u32 {
+        self.inner.frontend.id
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.inner.conn.open.store(false, Relaxed);
+    }
+}
+
+/// One request between its submission and the delivery of its completion.
+///
+/// Holds what the completion will report. [`Pending::complete`] records it;
+/// dropping it instead counts it as abandoned (its frontend went away).
+#[must_use = "a request must be completed (or is counted as abandoned)"]
+pub struct Pending {
+    conn: Arc<ConnHandle>,
+    op: OpKind,
+    bytes: u64,
+    status: Status,
+    submit_ns: u64,
+    due_ns: u64,
+    trim: TrimOutcome,
+    done: bool,
+}
+
+impl std::fmt::Debug for Pending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pending")
+            .field("op", &self.op)
+            .field("bytes", &self.bytes)
+            .field("status", &self.status)
+            .field("submit_ns", &self.submit_ns)
+            .field("due_ns", &self.due_ns)
+            .finish()
+    }
+}
+
+impl Pending {
+    /// The kind of request.
+    pub fn op(&self) -> OpKind {
+        self.op
+    }
+
+    /// How it ended.
+    pub fn status(&self) -> Status {
+        self.status
+    }
+
+    /// When it was submitted (daemon clock, ns).
+    pub fn submit_ns(&self) -> u64 {
+        self.submit_ns
+    }
+
+    /// When the drive completes it (daemon clock, ns).
+    pub fn due_ns(&self) -> u64 {
+        self.due_ns
+    }
+
+    /// Bytes the request moved (or discarded / zeroed).
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    pub(crate) fn finish(&mut self, status: Status, due_ns: u64) {
+        self.status = status;
+        self.due_ns = due_ns.max(self.submit_ns);
+    }
+
+    pub(crate) fn set_trim(&mut self, t: TrimOutcome) {
+        self.trim = t;
+    }
+
+    /// Mark it failed with `status` (e.g. the frontend could not write its
+    /// reply), due now.
+    pub fn fail(&mut self, status: Status) {
+        self.status = status;
+        self.due_ns = self.submit_ns;
+    }
+
+    /// The completion reached the client at `delivered_ns` (daemon clock):
+    /// record status, bytes, latency and lateness, and leave the in-flight set.
+    pub fn complete(mut self, delivered_ns: u64) {
+        self.done = true;
+        let h = &self.conn;
+        h.device.record(&self, delivered_ns);
+        h.conn
+            .counters
+            .record(self.op, self.bytes, self.status, self.trim);
+        h.frontend
+            .counters
+            .record(self.op, self.bytes, self.status, self.trim);
+        h.device.in_flight.fetch_sub(1, Relaxed);
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if !self.done {
+            let h = &self.conn;
+            h.device.in_flight.fetch_sub(1, Relaxed);
+            h.device.abandoned.fetch_add(1, Relaxed);
+            h.conn.counters.abandoned.fetch_add(1, Relaxed);
+            h.frontend.counters.abandoned.fetch_add(1, Relaxed);
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg(test)]
@@ -279,34 +565,73 @@ mod tests {
     use super::*;
 
     #[test]
-    fn buckets_are_monotonic_and_cover_values() {
-        let mut last = 0;
-        for v in (0..100_000u64).chain([u64::MAX / 3, u64::MAX - 1, u64::MAX]) {
-            let b = bucket_of(v);
-            assert!(b < BUCKETS);
-            assert!(b >= last || v > 100_000);
-            last = b;
-            assert!(bucket_high(b) >= v, "v={v} b={b} high={}", bucket_high(b));
-            // Precision: the bucket's upper bound is within 12.5 % of v.
-            if v >= 16 {
-                assert!((bucket_high(b) - v) as f64 <= v as f64 / 8.0);
-            }
-        }
+    fn pending_guards_account_in_flight_completion_and_abandon() {
+        let stats = Arc::new(Stats::default());
+        let fe = stats.register_frontend("nbd", "unix:/x", "");
+        let conn = fe.connect("client 1");
+        let mut a = conn.begin(OpKind::Write, 4096, 100);
+        a.finish(Status::Ok, 1100);
+        let b = conn.begin(OpKind::Read, 512, 200);
+        assert_eq!(stats.in_flight(), 2);
+        a.complete(1200);
+        assert_eq!(stats.in_flight(), 1);
+        drop(b);
+        assert_eq!(stats.in_flight(), 0);
+        let c = stats.connection_report();
+        assert_eq!((c.abandoned, c.connections, c.connected), (1, 1, true));
+        let ops = stats.ops_report();
+        assert_eq!(ops["write"].cmds, 1);
+        assert_eq!(ops["write"].bytes, 4096);
+        assert_eq!(ops["write"].modelled.max_ns, 1000);
+        assert_eq!(ops["write"].delivered.max_ns, 1100);
+        assert_eq!(stats.lateness().summary().max_ns, 100);
+        let f = &stats.frontends_report()[0];
+        assert_eq!(f.io.ops["write"].cmds, 1);
+        assert_eq!(f.io.abandoned, 1);
+        assert_eq!(f.conns[0].peer, "client 1");
+        drop(conn);
+        assert!(!stats.connection_report().connected);
     }
 
     #[test]
-    fn percentiles() {
-        let h = Histogram::default();
-        for v in 1..=1000u64 {
-            h.record(v * 1000);
+    fn trim_audit_and_rejections_per_connection() {
+        let stats = Arc::new(Stats::default());
+        let fe = stats.register_frontend("vhost-user-blk", "/s", "2 queues");
+        let c1 = fe.connect("qemu");
+        let c2 = fe.connect("qemu");
+        let mut t = c1.begin(OpKind::Discard, 1 << 20, 0);
+        t.set_trim(TrimOutcome {
+            freed_bytes: 3 << 18,
+            already_unmapped_bytes: 1 << 18,
+        });
+        t.finish(Status::Ok, 10);
+        t.complete(10);
+        let mut bad = c2.begin(OpKind::Other, 0, 0);
+        bad.fail(Status::Invalid);
+        bad.complete(0);
+        let f = &stats.frontends_report()[0];
+        assert_eq!(f.io.trim.discard_cmds, 1);
+        assert_eq!(f.io.trim.requested_bytes, 1 << 20);
+        assert_eq!(f.io.trim.freed_bytes, 3 << 18);
+        assert_eq!(f.io.trim.already_unmapped_bytes, 1 << 18);
+        assert_eq!(f.conns[0].io.trim.discard_cmds, 1);
+        assert_eq!(f.conns[1].io.trim.discard_cmds, 0);
+        assert_eq!(f.conns[1].io.rejected, 1);
+        assert_eq!(stats.connection_report().rejected, 1);
+    }
+
+    #[test]
+    fn closed_connections_are_bounded() {
+        let stats = Arc::new(Stats::default());
+        let fe = stats.register_frontend("nbd", "x", "");
+        let keep = fe.connect("long-lived");
+        for i in 0..100 {
+            drop(fe.connect(format!("c{i}")));
         }
-        let s = h.summary();
-        assert_eq!(s.count, 1000);
-        assert_eq!(s.max_ns, 1_000_000);
-        assert!((450_000..=560_000).contains(&s.p50_ns), "{s:?}");
-        assert!((980_000..=1_000_000).contains(&s.p99_ns), "{s:?}");
-        h.reset();
-        assert_eq!(h.summary().count, 0);
-        assert_eq!(h.quantile(0.5), 0);
+        let r = &stats.frontends_report()[0];
+        assert_eq!(r.connections, 101);
+        assert!(r.conns.len() <= CLOSED_CONNS_KEPT + 1);
+        assert!(r.conns.iter().any(|c| c.peer == "long-lived" && c.open));
+        drop(keep);
     }
 }

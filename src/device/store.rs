@@ -6,7 +6,7 @@
 //! frontends), so guest data goes to the file with one `preadv`/`pwritev`.
 
 use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::os::unix::io::AsRawFd;
@@ -19,9 +19,13 @@ use vm_memory::VolatileSlice;
 /// Errors opening a store.
 #[derive(Debug, Error)]
 pub enum StoreError {
-    /// The backing file could not be opened or created read-write.
-    #[error("cannot open backing file {path} read-write")]
-    Open {
+    /// The backing file could not be opened or created read-write (or is
+    /// a symlink, or belongs to another user).
+    #[error("backing file")]
+    Open(#[from] super::files::FileError),
+    /// The backing file's size could not be read.
+    #[error("cannot stat backing file {path}")]
+    Stat {
         /// The file.
         path: PathBuf,
         /// Why.
@@ -102,19 +106,11 @@ pub enum Store {
 }
 
 impl Store {
-    /// Open (or create, sparse) a backing file of at least `len` bytes.
+    /// Open (or create, sparse, mode 0600) a backing file of at least `len`
+    /// bytes. A symlink or a file owned by another user is refused.
     pub fn open_file(path: &Path, len: u64) -> Result<Store, StoreError> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .map_err(|source| StoreError::Open {
-                path: path.into(),
-                source,
-            })?;
-        let meta = file.metadata().map_err(|source| StoreError::Open {
+        let file = super::files::open_private_rw(path)?;
+        let meta = file.metadata().map_err(|source| StoreError::Stat {
             path: path.into(),
             source,
         })?;

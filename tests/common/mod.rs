@@ -4,6 +4,8 @@
 //! part of it.
 #![allow(dead_code)]
 
+pub mod serve;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard};

@@ -13,8 +13,7 @@ use virtio_bindings::virtio_blk::{
     VIRTIO_BLK_T_GET_ID, VIRTIO_BLK_T_IN, VIRTIO_BLK_T_OUT, VIRTIO_BLK_T_WRITE_ZEROES,
 };
 
-/// Bytes per sector.
-pub const SECTOR: u64 = 512;
+pub use crate::device::SECTOR;
 /// Size of the request header (`struct virtio_blk_outhdr`).
 pub const HEADER_LEN: usize = 16;
 /// Size of one discard / write-zeroes segment.
@@ -231,27 +230,30 @@ pub struct Range {
     pub unmap: bool,
 }
 
+/// Guest address of the status byte: the last byte of the last non-empty
+/// device-writable descriptor (None: the request cannot be answered).
+pub fn status_byte(descs: &[Desc]) -> Option<u64> {
+    let d = descs.iter().rev().find(|d| d.write_only && d.len > 0)?;
+    d.addr.checked_add(u64::from(d.len) - 1)
+}
+
 /// Split a descriptor chain into header, data and status, in bytes.
 pub fn split_layout(descs: &[Desc], max_descs: usize) -> Result<Layout, ParseError> {
     if descs.len() > max_descs {
         return Err(ParseError::TooLong(max_descs));
     }
+    let status = status_byte(descs).ok_or(ParseError::NoStatus)?;
     let n_read = descs.iter().take_while(|d| !d.write_only).count();
     let (readable, writable) = descs.split_at(n_read);
-    // The status byte: last byte of the last non-empty writable descriptor.
-    let last_w = writable
-        .iter()
-        .rposition(|d| d.len > 0)
-        .ok_or(ParseError::NoStatus)?;
-    let status_desc = writable[last_w];
-    let status = status_desc
-        .addr
-        .checked_add(u64::from(status_desc.len) - 1)
-        .ok_or(ParseError::Overflow)?;
     if writable.iter().any(|d| !d.write_only) {
         // The status can still be reported.
         return Err(ParseError::BadOrder);
     }
+    // Every writable descriptor is write-only, so this is the status's.
+    let last_w = writable
+        .iter()
+        .rposition(|d| d.len > 0)
+        .ok_or(ParseError::NoStatus)?;
     let mut l = Layout {
         status,
         ..Layout::default()

@@ -9,9 +9,9 @@
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use vssd::guest::{Disk, Guest};
+//! use vssd::kit::guest::{Disk, Guest};
 //!
-//! # fn main() -> Result<(), vssd::guest::GuestError> {
+//! # fn main() -> Result<(), vssd::kit::guest::GuestError> {
 //! let run = Guest::new()
 //!     .disk(Disk::VhostUserBlk { socket: "/tmp/vssd.sock".into(), num_queues: 2 })
 //!     .run_script("cat /sys/block/vda/size; exit 3", Duration::from_secs(120))?;
@@ -42,9 +42,9 @@ mod run;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use accel::{Accel, detect_accel};
+pub use accel::Accel;
 pub use image::{GuestImage, ensure_image, guest_dir};
-pub use run::{Disk, Guest, GuestRun, run_script};
+pub use run::{Disk, Guest, GuestRun, detect_accel, run_script};
 
 /// Everything that can go wrong while preparing or running a test guest.
 #[derive(Debug, thiserror::Error)]

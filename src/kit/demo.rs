@@ -11,7 +11,7 @@ use clap::Args;
 use serde::Serialize;
 use thiserror::Error;
 
-use crate::guest::{Disk, Guest, GuestError, ensure_image};
+use crate::kit::guest::{Disk, Guest, GuestError, ensure_image};
 use crate::profile::{Profile, ProfileError};
 use crate::size::{format_size, parse_size};
 

@@ -13,15 +13,9 @@ use std::os::fd::AsRawFd;
 use std::process::{Command, Stdio};
 use std::str::FromStr;
 use std::sync::Mutex;
-use std::time::Duration;
 
 use super::image::GuestImage;
-use super::run::Guest;
 use super::{GuestError, Result, io_err};
-
-/// How long the KVM probe boot may take before KVM is declared broken.
-/// (A working KVM guest runs the probe in 1-3 s; a hanging one never does.)
-const PROBE_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Name of the verdict cache file in the image directory. One line per key:
 /// `guest-kernel-release TAB qemu-version TAB host-kernel-release TAB kvm|tcg`
@@ -107,9 +101,9 @@ pub fn qemu_version() -> Result<String> {
 static DETECTED: Mutex<Option<(String, Accel)>> = Mutex::new(None);
 
 /// The accelerator to use for `image`: `$VSSD_ACCEL` if set, TCG when
-/// `/dev/kvm` cannot be opened, else the (cached) result of a KVM probe
-/// boot. The first probe on a host where KVM hangs costs ~20 s.
-pub fn detect_accel(image: &GuestImage) -> Result<Accel> {
+/// `/dev/kvm` cannot be opened, else the (cached) verdict of `probe`, a
+/// test boot under KVM (the runner's [`super::detect_accel`] supplies it).
+pub(super) fn detect_with(image: &GuestImage, probe: fn(&GuestImage) -> Accel) -> Result<Accel> {
     if let Some(forced) = std::env::var_os("VSSD_ACCEL").filter(|s| !s.is_empty()) {
         return forced.to_string_lossy().parse();
     }
@@ -145,7 +139,7 @@ pub fn detect_accel(image: &GuestImage) -> Result<Accel> {
     {
         Some(v) => v.parse()?,
         None => {
-            let accel = probe_kvm(image);
+            let accel = probe(image);
             log::info!(
                 "KVM verdict cached in {} (delete the line to probe again, or set VSSD_ACCEL)",
                 verdict_path.display()
@@ -163,40 +157,6 @@ pub fn detect_accel(image: &GuestImage) -> Result<Accel> {
     drop(lock);
     *detected = Some((key, accel));
     Ok(accel)
-}
-
-/// Boots the guest under KVM running `true`.
-fn probe_kvm(image: &GuestImage) -> Accel {
-    log::info!("probing KVM with a test boot (up to {PROBE_TIMEOUT:?})");
-    match Guest::new().memory_mib(256).run_with(
-        image,
-        Accel::Kvm,
-        "true",
-        PROBE_TIMEOUT,
-        &mut |_| {},
-    ) {
-        Ok(run) if run.exit_code == 0 => {
-            log::info!(
-                "KVM works (probe boot {:.1} s): using KVM",
-                run.total_time.as_secs_f64()
-            );
-            Accel::Kvm
-        }
-        Ok(run) => {
-            log::warn!("KVM probe script exited {}: using TCG", run.exit_code);
-            Accel::Tcg
-        }
-        Err(e) => {
-            // A failed probe is expected on such hosts: don't keep its files.
-            if let GuestError::Timeout { run_dir, .. } | GuestError::QemuExited { run_dir, .. } = &e
-            {
-                let _ = std::fs::remove_dir_all(run_dir);
-            }
-            let first = e.to_string().lines().next().unwrap_or("").to_string();
-            log::warn!("KVM does not work here ({first}): using TCG");
-            Accel::Tcg
-        }
-    }
 }
 
 #[cfg(test)]

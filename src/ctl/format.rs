@@ -1,0 +1,315 @@
+//! Human-readable output of `vssd ctl`: counters grouped and labelled with
+//! their units, tables aligned under their headers.
+
+use std::fmt::Write as _;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::protocol::{PreconditionResult, Progress, StatsReport, Step};
+use crate::device::OpKind;
+use crate::device::hist::Summary;
+use crate::device::stats::{IoReport, TrimReport};
+use crate::size::format_size;
+
+/// A duration in ns, with a unit that keeps 3 significant digits.
+pub fn dur(ns: f64) -> String {
+    if ns >= 1e9 {
+        format!("{:.2} s", ns / 1e9)
+    } else if ns >= 1e6 {
+        format!("{:.2} ms", ns / 1e6)
+    } else if ns >= 1e3 {
+        format!("{:.1} µs", ns / 1e3)
+    } else {
+        format!("{ns:.0} ns")
+    }
+}
+
+fn pct(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        "-".into()
+    } else {
+        format!("{:.1} %", part as f64 * 100.0 / whole as f64)
+    }
+}
+
+fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+fn trim_line(t: &TrimReport) -> String {
+    format!(
+        "{} ({} requested): {} freed, {} already unmapped; {}",
+        plural(t.discard_cmds, "discard", "discards"),
+        format_size(t.requested_bytes),
+        format_size(t.freed_bytes),
+        format_size(t.already_unmapped_bytes),
+        plural(t.write_zeroes_cmds, "write-zeroes", "write-zeroes"),
+    )
+}
+
+fn io_line(io: &IoReport) -> String {
+    let mut parts: Vec<String> = OpKind::ALL
+        .iter()
+        .filter_map(|k| {
+            let c = io.ops.get(k.name())?;
+            let mut s = format!("{} {}", k.name(), c.cmds);
+            if c.bytes > 0 {
+                let _ = write!(s, " ({})", format_size(c.bytes));
+            }
+            if c.errors > 0 {
+                let _ = write!(s, " [{} failed]", c.errors);
+            }
+            Some(s)
+        })
+        .collect();
+    if parts.is_empty() {
+        parts.push("no requests".into());
+    }
+    if io.rejected > 0 {
+        parts.push(format!("{} rejected", io.rejected));
+    }
+    if io.abandoned > 0 {
+        parts.push(format!("{} abandoned", io.abandoned));
+    }
+    parts.join(", ")
+}
+
+/// The `ctl stats` text.
+pub fn stats(r: &StatsReport) -> String {
+    let mut o = String::new();
+    let d = &r.drive;
+    let c = &r.counters;
+    let _ = writeln!(
+        o,
+        "drive        {}, {} ({} bytes), serial {}",
+        d.profile,
+        format_size(d.capacity),
+        d.capacity,
+        d.serial
+    );
+    let _ = writeln!(
+        o,
+        "data         {}, {} allocated",
+        d.backing.as_deref().unwrap_or("in memory"),
+        format_size(d.allocated_bytes)
+    );
+    if let Some(why) = &d.stopped {
+        let _ = writeln!(o, "STOPPED      {why}");
+    }
+    let conn = &r.connection;
+    let _ = writeln!(
+        o,
+        "requests     {} in flight, {} rejected, {} abandoned",
+        conn.in_flight, conn.rejected, conn.abandoned
+    );
+
+    let _ = writeln!(o, "\nfrontends");
+    if r.frontends.is_empty() {
+        let _ = writeln!(o, "  (none)");
+    }
+    for f in &r.frontends {
+        let state = match f.open_connections {
+            0 => "waiting for a client".to_string(),
+            n => format!("{} open", plural(n, "connection", "connections")),
+        };
+        let _ = writeln!(
+            o,
+            "  {} {}{}: {}, {} since start",
+            f.kind,
+            f.name,
+            if f.info.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", f.info)
+            },
+            state,
+            plural(f.connections, "connection", "connections"),
+        );
+        let _ = writeln!(o, "    requests   {}", io_line(&f.io));
+        let _ = writeln!(o, "    TRIM       {}", trim_line(&f.io.trim));
+        for cn in &f.conns {
+            let _ = writeln!(
+                o,
+                "    #{:<3} {} {}: {}; TRIM {}",
+                cn.id,
+                cn.peer,
+                if cn.open { "(open)" } else { "(closed)" },
+                io_line(&cn.io),
+                trim_line(&cn.io.trim)
+            );
+        }
+    }
+
+    let unit = c.total_units.max(1);
+    let unit_bytes = d.capacity / unit;
+    let _ = writeln!(o, "\nflash");
+    let _ = writeln!(
+        o,
+        "  host           read {} in {}, written {} in {}, trimmed {} in {}, {}",
+        format_size(c.host_read_bytes),
+        plural(c.host_read_cmds, "command", "commands"),
+        format_size(c.host_written_bytes),
+        plural(c.host_write_cmds, "command", "commands"),
+        format_size(c.host_trimmed_bytes),
+        plural(c.host_trim_cmds, "command", "commands"),
+        plural(c.host_flush_cmds, "flush", "flushes"),
+    );
+    let _ = writeln!(
+        o,
+        "  NAND           {} programmed ({} pages), {} pages read, {} erased",
+        format_size(c.nand_bytes_programmed),
+        c.nand_pages_programmed,
+        c.nand_pages_read,
+        plural(c.erases, "block", "blocks"),
+    );
+    let recent = match &r.recent {
+        Some(w) if w.host_written_bytes > 0 => format!(
+            ", {:.2} over the last {:.0} s",
+            w.write_amplification, w.seconds
+        ),
+        Some(w) => format!(", no host writes in the last {:.0} s", w.seconds),
+        None => String::new(),
+    };
+    let _ = writeln!(
+        o,
+        "  write ampl.    {:.2} lifetime{}",
+        c.write_amplification, recent
+    );
+    let _ = writeln!(
+        o,
+        "  GC             {} copied ({} units), {} reclaimed ({} foreground, {} background)",
+        format_size(c.gc_copies.saturating_mul(unit_bytes)),
+        c.gc_copies,
+        plural(c.gc_victims, "block", "blocks"),
+        c.fg_gc_victims,
+        c.bg_gc_victims,
+    );
+    let _ = writeln!(
+        o,
+        "  free blocks    {} of {} ({})",
+        c.free_blocks,
+        c.total_blocks,
+        pct(c.free_blocks, c.total_blocks)
+    );
+    let _ = writeln!(
+        o,
+        "  mapped         {} of {} ({})",
+        format_size(c.mapped_units.saturating_mul(unit_bytes)),
+        format_size(c.total_units.saturating_mul(unit_bytes)),
+        pct(c.mapped_units, c.total_units)
+    );
+    let _ = writeln!(
+        o,
+        "  wear           erase count min {}, mean {:.2}, max {}",
+        c.erase_count_min, c.erase_count_avg, c.erase_count_max
+    );
+    let _ = writeln!(
+        o,
+        "  buffer         host writes waited {} in all for buffer space; {} read-modify-write reads",
+        dur(c.buffer_stall_ns as f64),
+        c.rmw_reads
+    );
+
+    let _ = writeln!(
+        o,
+        "\nlatency        modelled (drive)                  delivered (to the client)"
+    );
+    let _ = writeln!(
+        o,
+        "{:<13} {:>9} {:>10} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "op", "cmds", "bytes", "errors", "p50", "p99", "max", "p50", "p99", "max"
+    );
+    let mut any = false;
+    for k in OpKind::ALL {
+        let Some(op) = r.ops.get(k.name()) else {
+            continue;
+        };
+        if op.cmds == 0 {
+            continue;
+        }
+        any = true;
+        let (m, g) = (&op.modelled, &op.delivered);
+        let _ = writeln!(
+            o,
+            "{:<13} {:>9} {:>10} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            k.name(),
+            op.cmds,
+            format_size(op.bytes),
+            op.errors,
+            dur(m.p50_ns as f64),
+            dur(m.p99_ns as f64),
+            dur(m.max_ns as f64),
+            dur(g.p50_ns as f64),
+            dur(g.p99_ns as f64),
+            dur(g.max_ns as f64),
+        );
+    }
+    if !any {
+        let _ = writeln!(o, "(no requests yet)");
+    }
+    let _ = writeln!(o, "\n{}", lateness(&r.lateness));
+    o
+}
+
+fn lateness(l: &Summary) -> String {
+    format!(
+        "lateness (delivered − modelled completion), {}:\n  p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
+        plural(l.count, "completion", "completions"),
+        dur(l.p50_ns as f64),
+        dur(l.p90_ns as f64),
+        dur(l.p99_ns as f64),
+        dur(l.p999_ns as f64),
+        dur(l.max_ns as f64),
+    )
+}
+
+/// Short name of a precondition step.
+pub fn step_name(s: &Step) -> String {
+    match s {
+        Step::TrimAll => "trim all".into(),
+        Step::FillSeq { bs } => format!("sequential fill, {} writes", format_size(*bs)),
+        Step::Random { bs, amount } => {
+            format!("random {} writes, {amount}", format_size(*bs))
+        }
+    }
+}
+
+/// A progress bar for a precondition of `names` steps.
+pub fn precondition_bar(names: &[String]) -> ProgressBar {
+    let b = ProgressBar::new(1);
+    if let Ok(s) = ProgressStyle::with_template(
+        "{prefix} {wide_bar} {bytes}/{total_bytes} [{elapsed_precise}, eta {eta}]",
+    ) {
+        b.set_style(s);
+    }
+    b.set_prefix(names.first().cloned().unwrap_or_default());
+    b
+}
+
+/// Show `p` on `bar`.
+pub fn update_bar(bar: &ProgressBar, names: &[String], p: &Progress) {
+    let name = names.get(p.step).cloned().unwrap_or_default();
+    bar.set_prefix(format!("step {}/{}: {name}", p.step + 1, p.steps));
+    if bar.length() != Some(p.total_bytes) {
+        bar.set_length(p.total_bytes);
+        bar.reset_eta();
+    }
+    bar.set_position(p.done_bytes);
+}
+
+/// The `ctl precondition` text.
+pub fn precondition(r: &PreconditionResult) -> String {
+    let c = &r.counters;
+    format!(
+        "{}: {} of model time; write amplification {:.2}, free blocks {} of {}\n",
+        if r.cancelled {
+            "precondition cancelled"
+        } else {
+            "preconditioned"
+        },
+        dur(r.model_time_ns as f64),
+        c.write_amplification,
+        c.free_blocks,
+        c.total_blocks
+    )
+}

@@ -1,0 +1,9 @@
+//! Test and demo kit: the Linux test guest and `vssd demo`.
+//!
+//! Nothing in the daemon's core (model, device, frontends, serve, ctl)
+//! depends on this module; it is compiled only with the `kit` feature (on
+//! by default), and `cargo build --no-default-features` builds the daemon
+//! without it.
+
+pub mod demo;
+pub mod guest;

@@ -1,0 +1,238 @@
+//! `vssd serve` driven by vssd's own vhost-user-blk driver (no guest):
+//! requests and data, malformed requests, and a hostile frontend whose
+//! memory table would make the daemon touch memory past the end of a file.
+
+mod common;
+
+use std::time::Duration;
+
+use common::scratch_dir;
+use common::serve::Serve;
+use virtio_bindings::virtio_blk::{VIRTIO_BLK_S_IOERR, VIRTIO_BLK_S_OK, VIRTIO_BLK_S_UNSUPP};
+use vssd::loadgen::blk::{self, BlkOp, Scratch};
+use vssd::loadgen::{BlkDriver, DriverOptions};
+
+const T: Duration = Duration::from_secs(20);
+const OK: u8 = VIRTIO_BLK_S_OK as u8;
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u32).wrapping_mul(2654435761).to_le_bytes()[1] ^ seed)
+        .collect()
+}
+
+#[test]
+fn requests_data_and_errors_through_our_own_driver() {
+    let dir = scratch_dir();
+    let serve = Serve::start(
+        dir.path(),
+        &[
+            "--profile",
+            "sata-mlc-2011",
+            "--capacity",
+            "256M",
+            "--memory",
+            "--queues",
+            "2",
+        ],
+    );
+    let mut d = BlkDriver::connect(
+        &serve.socket,
+        &DriverOptions {
+            queues: 2,
+            ..DriverOptions::default()
+        },
+    )
+    .expect("connect");
+    assert_eq!(d.info().capacity, 256 << 20);
+    assert_eq!(d.info().num_queues, 2);
+    let s = Scratch::new(&mut d, 1 << 20).unwrap();
+
+    // Write on one queue, read back on the other.
+    let data = pattern(256 << 10, 7);
+    let r = blk::run(
+        &mut d,
+        0,
+        &s,
+        &BlkOp::Write {
+            sector: 2048,
+            data: data.clone(),
+        },
+        T,
+    )
+    .unwrap();
+    assert_eq!(r.status, OK);
+    let r = blk::run(
+        &mut d,
+        1,
+        &s,
+        &BlkOp::Read {
+            sector: 2048,
+            len: 256 << 10,
+        },
+        T,
+    )
+    .unwrap();
+    assert_eq!((r.status, r.used_len), (OK, (256 << 10) + 1));
+    assert!(r.data == data, "data read back differs");
+
+    // Discard the first 64 KiB of it: zeros there, data after.
+    let r = blk::run(&mut d, 0, &s, &BlkOp::Discard(vec![(2048, 128)]), T).unwrap();
+    assert_eq!(r.status, OK);
+    let r = blk::run(
+        &mut d,
+        0,
+        &s,
+        &BlkOp::Read {
+            sector: 2048,
+            len: 128 << 10,
+        },
+        T,
+    )
+    .unwrap();
+    assert!(r.data[..64 << 10].iter().all(|&b| b == 0));
+    assert!(r.data[64 << 10..] == data[64 << 10..128 << 10]);
+
+    // Serial, flush.
+    let r = blk::run(&mut d, 0, &s, &BlkOp::GetId, T).unwrap();
+    assert_eq!(r.status, OK);
+    assert!(r.data.starts_with(b"VSSD"));
+    assert_eq!(
+        blk::run(&mut d, 1, &s, &BlkOp::Flush, T).unwrap().status,
+        OK
+    );
+
+    // Malformed: unknown type, out of range, unaligned length, discard with
+    // a flag, oversized discard segment. Each gets its status; nothing stops.
+    let raw = |kind, sector, out: Vec<u8>, in_len| BlkOp::Raw {
+        kind,
+        sector,
+        out,
+        in_len,
+    };
+    let cap_sectors = (256u64 << 20) / 512;
+    let seg = |sector: u64, n: u32, flags: u32| {
+        let mut v = sector.to_le_bytes().to_vec();
+        v.extend(n.to_le_bytes());
+        v.extend(flags.to_le_bytes());
+        v
+    };
+    let cases = [
+        (raw(99, 0, vec![], 0), VIRTIO_BLK_S_UNSUPP),
+        (
+            BlkOp::Read {
+                sector: cap_sectors - 1,
+                len: 4096,
+            },
+            VIRTIO_BLK_S_IOERR,
+        ),
+        (
+            BlkOp::Read {
+                sector: u64::MAX - 2,
+                len: 4096,
+            },
+            VIRTIO_BLK_S_IOERR,
+        ),
+        (raw(0, 0, vec![], 1000), VIRTIO_BLK_S_IOERR),
+        (raw(11, 0, seg(0, 8, 1), 0), VIRTIO_BLK_S_UNSUPP),
+        (raw(11, 0, seg(0, u32::MAX, 0), 0), VIRTIO_BLK_S_IOERR),
+        (raw(11, 0, vec![1, 2, 3], 0), VIRTIO_BLK_S_IOERR),
+    ];
+    for (op, want) in &cases {
+        let r = blk::run(&mut d, 0, &s, op, T).unwrap();
+        assert_eq!(r.status, *want as u8, "{op:?}");
+    }
+    // Still serving, and the audit counted what it should.
+    let r = blk::run(
+        &mut d,
+        1,
+        &s,
+        &BlkOp::Read {
+            sector: 4096,
+            len: 4096,
+        },
+        T,
+    )
+    .unwrap();
+    assert_eq!(r.status, OK);
+    let rep = serve.report();
+    assert_eq!(rep.connection.rejected, cases.len() as u64);
+    assert_eq!(rep.connection.in_flight, 0);
+    let fe = &rep.frontends[0];
+    assert_eq!(fe.kind, "vhost-user-blk");
+    assert_eq!(
+        fe.connections, 1,
+        "one connection (no liveness probe counted)"
+    );
+    assert_eq!(fe.io.trim.discard_cmds, 1);
+    assert_eq!(fe.io.trim.requested_bytes, 64 << 10);
+    drop(d);
+    serve.stop_ok();
+}
+
+/// Hardening: a memory table whose region is longer than the file behind
+/// it (touching its end would be a SIGBUS) is refused; the daemon lives on
+/// and serves the next frontend.
+#[test]
+fn memory_region_past_the_end_of_its_file_is_refused() {
+    let dir = scratch_dir();
+    let mut serve = Serve::start(
+        dir.path(),
+        &["--profile", "instant", "--capacity", "64M", "--memory"],
+    );
+    let hostile = BlkDriver::connect(
+        &serve.socket,
+        &DriverOptions {
+            mem_bytes: 8 << 20,
+            declared_mem_bytes: Some(1 << 30),
+            ..DriverOptions::default()
+        },
+    );
+    match hostile {
+        Err(e) => eprintln!("hostile frontend refused: {e}"),
+        Ok(mut d) => {
+            // If the refusal was not reported to it, requests must go unanswered
+            // (never executed against the bad mapping), not crash the daemon.
+            let s = Scratch::new(&mut d, 4096).unwrap();
+            let r = blk::run(&mut d, 0, &s, &BlkOp::Flush, Duration::from_millis(500));
+            assert!(r.is_err(), "a request was served on a refused memory table");
+        }
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(serve.alive(), "daemon died:\n{}", serve.log_text());
+    assert!(
+        serve.log_text().contains("past the end of its file"),
+        "{}",
+        serve.log_text()
+    );
+    let mut d = BlkDriver::connect(&serve.socket, &DriverOptions::default())
+        .expect("the next frontend connects");
+    let s = Scratch::new(&mut d, 4096).unwrap();
+    let data = pattern(4096, 3);
+    let r = blk::run(
+        &mut d,
+        0,
+        &s,
+        &BlkOp::Write {
+            sector: 8,
+            data: data.clone(),
+        },
+        T,
+    )
+    .unwrap();
+    assert_eq!(r.status, OK);
+    let r = blk::run(
+        &mut d,
+        0,
+        &s,
+        &BlkOp::Read {
+            sector: 8,
+            len: 4096,
+        },
+        T,
+    )
+    .unwrap();
+    assert!(r.status == OK && r.data == data);
+    drop(d);
+    serve.stop_ok();
+}
