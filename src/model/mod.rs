@@ -161,11 +161,17 @@ pub enum Precondition {
 }
 
 pub(crate) mod ssd;
-pub use ssd::{PersistError, Ssd};
+pub use persist::PersistError;
+pub use ssd::Ssd;
 
+mod gc;
+mod geo;
+mod invariants;
 mod packed;
 mod persist;
+mod precondition;
 mod timeline;
+mod write_point;
 
 #[cfg(test)]
 mod proptests;
