@@ -79,18 +79,24 @@ impl Ssd {
         if self.free[die].len() < 2 {
             return false;
         }
-        let b = self.free[die].pop_front().expect("checked non-empty");
+        let Some(b) = self.free[die].pop_front() else {
+            return false; // unreachable: two or more blocks checked above
+        };
         self.open_block(Stream::Host, die, b, now);
         true
     }
 
-    fn ensure_gc_block(&mut self, die: usize, now: u64) {
-        if self.wp(Stream::Gc, die).block == NONE {
-            let b = self.free[die]
-                .pop_front()
-                .expect("gc_one checked room or a free block");
-            self.open_block(Stream::Gc, die, b, now);
+    /// Make sure the GC write point of `die` has an open block; false if it
+    /// has none and the die has no free block to open.
+    fn ensure_gc_block(&mut self, die: usize, now: u64) -> bool {
+        if self.wp(Stream::Gc, die).block != NONE {
+            return true;
         }
+        let Some(b) = self.free[die].pop_front() else {
+            return false;
+        };
+        self.open_block(Stream::Gc, die, b, now);
+        true
     }
 
     /// Erase block `b` of `die` starting at `start` and return it to the pool.
@@ -172,7 +178,16 @@ impl Ssd {
     /// if none is in progress, copy the valid units of its next pages to the
     /// die's GC write point until about `budget` units are copied, and erase
     /// it once empty. Copies and the erase occupy the die and its channel
-    /// like host I/O. False if there is nothing to reclaim.
+    /// like host I/O. False if there is nothing to reclaim or no room to
+    /// copy into.
+    ///
+    /// Room: `start_victim` only starts a victim whose valid units fit in
+    /// the GC block or a free block, and the host leaves a die its last free
+    /// block (`alloc_host_block`), so copies always find room — except after
+    /// `host_die`'s last resort took a die's last block. Then the copying
+    /// stops where it is, the victim stays in progress (its remaining units
+    /// stay valid where they are), and GC on that die resumes once a block
+    /// is free again: a pause, never a panic or a lost unit.
     fn gc_step(&mut self, die: usize, t: u64, budget: u64, foreground: bool) -> bool {
         if self.gc_cur[die].is_none() && !self.start_victim(die, t, foreground) {
             return false;
@@ -208,26 +223,42 @@ impl Ssd {
         self.l2p.warm(&lpns);
         // Pass 2: read each page, then program its units at the GC write point.
         let mut next = 0;
-        for &(n, plane_pages) in &pages {
+        let mut placed = 0u64;
+        let mut stalled = false;
+        'pages: for &(n, plane_pages) in &pages {
             self.raw.nand_pages_read += plane_pages as u64;
             let ready = self.nand_read(die, t, n as u64 * self.geo.unit_bytes);
             for &lpn in &lpns[next..next + n] {
-                self.ensure_gc_block(die, ready);
+                if !self.ensure_gc_block(die, ready) {
+                    stalled = true;
+                    break 'pages;
+                }
+                // ensure_gc_block just made sure the GC write point is open.
                 self.place_on(Stream::Gc, die, lpn, ready);
                 self.raw.gc_copies += 1;
+                placed += 1;
             }
             next += n;
         }
+        let progress = !stalled || placed > 0;
         self.gc_lpns = lpns;
         self.gc_pages = pages;
-        if page >= self.geo.pages_per_block || self.valid[victim as usize] == 0 {
-            debug_assert_eq!(self.valid[victim as usize], 0);
+        if self.valid[victim as usize] == 0 {
+            // Every unit is copied (or was overwritten): reclaim the block.
+            // After its last page this always holds, as a victim takes no
+            // new data.
             self.gc_cur[die] = None;
             self.erase_block(die, victim, t.max(self.die_busy[die]));
+        } else if stalled || page >= self.geo.pages_per_block {
+            // No room to copy into (see above), or units left after the last
+            // page, which cannot happen: resume with a scan from the start
+            // of the block rather than erase valid data. Copied units are
+            // no longer in it, so a rescan finds exactly the rest.
+            self.gc_cur[die] = Some((victim, 0));
         } else {
             self.gc_cur[die] = Some((victim, page));
         }
-        true
+        progress
     }
 
     /// Incremental foreground GC, run after each host dpage programmed on a
@@ -300,5 +331,57 @@ impl Ssd {
         }
         // The idle gap is used up; the next one starts after new host I/O.
         self.last_host_done = self.last_host_done.max(now - self.geo.bg_idle_ns);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::model::proptests::tiny;
+    use crate::model::{Op, Payload, Request, Ssd};
+
+    #[test]
+    fn gc_without_room_pauses_and_resumes() {
+        // 4 dies x 12 blocks of 4 one-unit pages; half exported; no idle GC.
+        let p = tiny("4KiB", "4KiB", 1, "0", "greedy", 0.0);
+        let mut ssd = Ssd::new(&p, 1);
+        let mut t = 0;
+        let mut write = |ssd: &mut Ssd, offset| {
+            let r = Request {
+                op: Op::Write,
+                offset,
+                len: 4096,
+                payload: Payload::Unknown,
+            };
+            t = ssd.submit(t, &r).unwrap().done_ns;
+        };
+        for u in 0..ssd.capacity() / 4096 {
+            write(&mut ssd, u * 4096);
+        }
+        // Units go to the dies in turn, one per page: die 0's first block
+        // holds units 0, 4, 8, 12. Overwrite two of them: that block keeps
+        // two valid units, and the pools are still above the GC threshold.
+        for u in [0, 8] {
+            write(&mut ssd, u * 4096);
+        }
+        assert_eq!(ssd.counters().gc_copies, 0);
+        let die = (0..4)
+            .find(|&d| ssd.select_victim(d, t).is_some())
+            .expect("a die with a victim");
+        assert!(ssd.start_victim(die, t, true));
+        let (victim, _) = ssd.gc_cur[die].unwrap();
+        let valid = ssd.valid[victim as usize];
+        assert!(valid > 0);
+        // No free block and no open GC block: the copies have nowhere to go
+        // (what host_die's last resort can leave behind).
+        let pool = std::mem::take(&mut ssd.free[die]);
+        assert!(!ssd.gc_one(die, t, true), "no progress is reported");
+        assert_eq!(ssd.gc_cur[die], Some((victim, 0)), "victim kept");
+        assert_eq!(ssd.valid[victim as usize], valid, "nothing moved or lost");
+        // With a block back, the same victim is collected completely.
+        ssd.free[die] = pool;
+        assert!(ssd.gc_one(die, t, true));
+        assert_eq!(ssd.gc_cur[die], None);
+        assert_eq!(ssd.valid[victim as usize], 0);
+        ssd.check_invariants().unwrap();
     }
 }

@@ -226,7 +226,14 @@ fn raw_from(f: &[u64]) -> Raw {
 
 impl Ssd {
     /// Write the FTL state (versioned, checksummed). Timelines are not saved.
+    /// Refuses (an error, nothing written) while the model is
+    /// [damaged](Ssd::damaged).
     pub fn save<W: Write>(&self, w: W) -> io::Result<()> {
+        if let Some(what) = self.damaged {
+            return Err(io::Error::other(format!(
+                "the drive model is damaged ({what}); its state is not saved"
+            )));
+        }
         let mut w = CrcWriter {
             inner: w,
             crc: crc32fast::Hasher::new(),

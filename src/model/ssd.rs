@@ -63,6 +63,11 @@ pub(crate) struct Raw {
     pub(crate) buffer_stall_ns: u64,
 }
 
+/// An FTL invariant found broken part-way through a request (see
+/// [`ModelError::Internal`]): what broke.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Broken(pub(super) &'static str);
+
 /// One emulated SSD: FTL state plus timelines. See the module docs of
 /// [`crate::model`].
 #[derive(Debug, Clone)]
@@ -120,6 +125,9 @@ pub struct Ssd {
     /// Scratch space reused by every GC victim (no allocation per victim).
     pub(super) gc_lpns: Vec<u64>,
     pub(super) gc_pages: Vec<(usize, u32)>,
+    /// Set when the model found its state broken ([`ModelError::Internal`]):
+    /// every later request is refused and the state is not saved.
+    pub(super) damaged: Option<&'static str>,
 }
 
 impl Ssd {
@@ -161,6 +169,7 @@ impl Ssd {
             gc_ratio: vec![0.0; geo.dies as usize],
             gc_lpns: Vec::new(),
             gc_pages: Vec::new(),
+            damaged: None,
             geo,
         };
         ssd.free = (0..ssd.geo.dies)
@@ -180,6 +189,12 @@ impl Ssd {
     /// Exported capacity in bytes.
     pub fn capacity(&self) -> u64 {
         self.geo.capacity
+    }
+
+    /// Why the model is damaged, if it found its state broken: see
+    /// [`ModelError::Internal`]. `None` for a healthy drive.
+    pub fn damaged(&self) -> Option<&'static str> {
+        self.damaged
     }
 
     /// Heap bytes held by the model state (mapping tables, block table, queues).
@@ -242,6 +257,9 @@ impl Ssd {
     /// `now_ns` is clamped to be non-decreasing. A bad request (misaligned,
     /// out of range) returns an error and leaves the state untouched.
     pub fn submit(&mut self, now_ns: u64, req: &Request) -> Result<Completion, ModelError> {
+        if let Some(what) = self.damaged {
+            return Err(ModelError::Internal { what });
+        }
         self.check(req)?;
         let now = now_ns.max(self.last_now);
         self.last_now = now;
@@ -272,7 +290,15 @@ impl Ssd {
 
         let done = match req.op {
             Op::Read => self.read(t, req.offset, req.len),
-            Op::Write | Op::WriteZeroes { unmap: false } => self.write(t, req.offset, req.len),
+            Op::Write | Op::WriteZeroes { unmap: false } => {
+                match self.write(t, req.offset, req.len) {
+                    Ok(done) => done,
+                    Err(Broken(what)) => {
+                        self.damaged = Some(what);
+                        return Err(ModelError::Internal { what });
+                    }
+                }
+            }
             Op::Trim | Op::WriteZeroes { unmap: true } => self.trim(t, req.offset, req.len),
             Op::Flush => self.flush(t),
         };
@@ -373,11 +399,11 @@ impl Ssd {
 
     // ---------------------------------------------------------------- writes
 
-    fn write(&mut self, t: u64, offset: u64, len: u64) -> u64 {
+    fn write(&mut self, t: u64, offset: u64, len: u64) -> Result<u64, Broken> {
         self.raw.host_write_cmds += 1;
         self.raw.host_written_bytes += len;
         if len == 0 {
-            return t;
+            return Ok(t);
         }
         let ub = self.geo.unit_bytes;
         let first = offset / ub;
@@ -399,7 +425,7 @@ impl Ssd {
                 let (r, _) = self.read_group(ready, lpn, lpn);
                 ready = ready.max(r);
             }
-            let programmed = self.place_host(lpn, ready);
+            let programmed = self.place_host(lpn, ready)?;
             if !buffered && let Some(p) = programmed {
                 // Without a buffer the command waits for its data to be in NAND.
                 done = done.max(p);
@@ -411,7 +437,7 @@ impl Ssd {
                 done = done.max(p);
             }
         }
-        done
+        Ok(done)
     }
 
     /// Wait for room for `n` units in the write buffer; returns the admission time.
@@ -436,9 +462,10 @@ impl Ssd {
 
     /// Place one host unit; returns the program completion time if this
     /// filled a dpage (which is then programmed).
-    fn place_host(&mut self, lpn: u64, ready: u64) -> Option<u64> {
-        let die = self.host_die(ready);
-        self.place_on(Stream::Host, die, lpn, ready)
+    fn place_host(&mut self, lpn: u64, ready: u64) -> Result<Option<u64>, Broken> {
+        let die = self.host_die(ready)?;
+        // host_die returned a die whose host write point holds an open block.
+        Ok(self.place_on(Stream::Host, die, lpn, ready))
     }
 
     /// Before a new host dpage: dies normally take host dpages in turn, but
@@ -462,32 +489,37 @@ impl Ssd {
     }
 
     /// Pick the die for the next host unit: the cursor die, unless it can no
-    /// longer take data (full of valid data), in which case the next one that can.
-    fn host_die(&mut self, now: u64) -> usize {
+    /// longer take data (full of valid data), in which case the next one that
+    /// can. The die returned has an open host block.
+    fn host_die(&mut self, now: u64) -> Result<usize, Broken> {
         if self.wp(Stream::Host, self.cursor as usize).slot == 0 {
             self.steer_cursor();
         }
         for _ in 0..self.geo.dies {
             let d = self.cursor as usize;
             if self.wp(Stream::Host, d).block != NONE || self.alloc_host_block(d, now) {
-                return d;
+                return Ok(d);
             }
             self.next_host_die();
         }
-        // Every die is at its reserve: take a reserve block anywhere. The
-        // capacity check in profile validation makes this unreachable in
-        // practice; it is here so no input can wedge the model.
+        // Every die is at its reserve: take a reserve block anywhere (a die
+        // whose GC then finds no block to copy into pauses it, see gc_step).
+        // The capacity check in profile validation (room for
+        // fg_threshold_blocks + 2 blocks per die beyond the exported units)
+        // makes this unreachable in practice; it is here so no input can
+        // wedge the model.
         for _ in 0..self.geo.dies {
             let d = self.cursor as usize;
             if let Some(b) = self.free[d].pop_front() {
                 self.open_block(Stream::Host, d, b, now);
-                return d;
+                return Ok(d);
             }
             self.next_host_die();
         }
-        panic!(
-            "model invariant broken: no free block on any die (exported capacity exceeds raw NAND)"
-        );
+        // Not a single erased block on any die, and GC could reclaim none:
+        // exported data exceeds the NAND, which validation rules out. Report
+        // it instead of panicking while other queues share the model.
+        Err(Broken("no free block on any die for host data"))
     }
 
     /// Remove the mapping of `lpn`, if any, invalidating its physical unit.
@@ -570,5 +602,46 @@ impl Ssd {
         self.last_now = last_now;
         self.last_host_done = last_now;
         self.ctrl_free = last_now;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::proptests::tiny;
+
+    fn req(op: Op, offset: u64, len: u64) -> Request {
+        Request {
+            op,
+            offset,
+            len,
+            payload: Payload::Unknown,
+        }
+    }
+
+    #[test]
+    fn broken_state_is_an_error_not_a_panic_and_stays_reported() {
+        let p = tiny("4KiB", "4KiB", 1, "64KiB", "greedy", 0.0);
+        let mut ssd = Ssd::new(&p, 1);
+        // Deliberate damage: no die has a free block any more (and nothing
+        // to collect), which validation and the FTL rule out.
+        for f in &mut ssd.free {
+            f.clear();
+        }
+        let e = ssd.submit(0, &req(Op::Write, 0, 4096)).unwrap_err();
+        assert!(matches!(e, ModelError::Internal { .. }), "{e}");
+        assert!(ssd.damaged().is_some());
+        // Sticky: every later request is refused, reads included.
+        let again = ssd.submit(1000, &req(Op::Read, 0, 4096)).unwrap_err();
+        assert_eq!(again, e);
+        // And a damaged state is never saved.
+        let mut buf = Vec::new();
+        assert!(ssd.save(&mut buf).is_err());
+        assert!(buf.is_empty());
+        // A secure erase is a fresh drive again.
+        ssd.secure_erase();
+        assert_eq!(ssd.damaged(), None);
+        ssd.submit(2000, &req(Op::Write, 0, 4096)).unwrap();
+        ssd.check_invariants().unwrap();
     }
 }
