@@ -177,6 +177,7 @@ pub enum Precondition {
 
 pub(crate) mod ssd;
 pub use persist::PersistError;
+pub use precondition::{MAX_REQUEST_BYTES, PreconditionRun, Progress, TRIM_PIECE_UNITS};
 pub use ssd::Ssd;
 
 mod gc;
