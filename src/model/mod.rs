@@ -63,7 +63,8 @@ pub struct Completion {
     pub done_ns: u64,
 }
 
-/// A request the drive refuses; the model state is untouched.
+/// A request the drive refuses. For every variant but [`ModelError::Internal`]
+/// the model state is untouched.
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum ModelError {
     /// Beyond the exported capacity (or overflowing).
@@ -83,6 +84,20 @@ pub enum ModelError {
         offset: u64,
         /// Length.
         len: u64,
+    },
+    /// The model found its own state broken (an FTL invariant does not
+    /// hold) part-way through a request.
+    ///
+    /// After this error the model must be considered **damaged**: the
+    /// request may be partly applied, and every later [`Ssd::submit`]
+    /// returns this error again. Stop the drive, and do not save its state
+    /// ([`Ssd::save`] refuses to); only [`Ssd::secure_erase`] (a fresh
+    /// drive) clears it. No input is known to cause it: it reports a model
+    /// bug instead of panicking while other queues share the model.
+    #[error("drive model state is damaged (internal error: {what}); the drive must be stopped")]
+    Internal {
+        /// Which invariant broke.
+        what: &'static str,
     },
 }
 
@@ -161,11 +176,18 @@ pub enum Precondition {
 }
 
 pub(crate) mod ssd;
-pub use ssd::{PersistError, Ssd};
+pub use persist::PersistError;
+pub use precondition::{MAX_REQUEST_BYTES, PreconditionRun, Progress, TRIM_PIECE_UNITS};
+pub use ssd::Ssd;
 
+mod gc;
+mod geo;
+mod invariants;
 mod packed;
 mod persist;
+mod precondition;
 mod timeline;
+mod write_point;
 
 #[cfg(test)]
 mod proptests;

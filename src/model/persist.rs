@@ -8,12 +8,37 @@
 
 use std::io::{self, Read, Write};
 
+use thiserror::Error;
+
 use super::packed::PackedVec;
-use super::ssd::{BlockState, PersistError, Raw, Ssd, WritePoint};
+use super::ssd::{BlockState, Raw, Ssd};
+use super::write_point::{Stream, WritePoint};
 use crate::profile::Profile;
 
 const MAGIC: &[u8; 8] = b"VSSDFTL\0";
 const VERSION: u32 = 1;
+
+/// Errors loading a saved drive state.
+#[derive(Debug, Error)]
+pub enum PersistError {
+    /// Reading the state failed.
+    #[error("I/O error reading drive state: {0}")]
+    Io(#[from] std::io::Error),
+    /// Checksum, magic or structure is wrong.
+    #[error("drive state is damaged: {0}")]
+    Corrupt(String),
+    /// Saved by a drive with another profile or geometry.
+    #[error("drive state was saved with a different profile: {0}")]
+    ProfileMismatch(String),
+    /// Saved by another format version.
+    #[error("drive state format version {found} is not supported (expected {expected})")]
+    Version {
+        /// Version in the file.
+        found: u32,
+        /// Version this build reads.
+        expected: u32,
+    },
+}
 
 struct CrcWriter<W: Write> {
     inner: W,
@@ -201,7 +226,14 @@ fn raw_from(f: &[u64]) -> Raw {
 
 impl Ssd {
     /// Write the FTL state (versioned, checksummed). Timelines are not saved.
+    /// Refuses (an error, nothing written) while the model is
+    /// [damaged](Ssd::damaged).
     pub fn save<W: Write>(&self, w: W) -> io::Result<()> {
+        if let Some(what) = self.damaged {
+            return Err(io::Error::other(format!(
+                "the drive model is damaged ({what}); its state is not saved"
+            )));
+        }
         let mut w = CrcWriter {
             inner: w,
             crc: crc32fast::Hasher::new(),
@@ -235,8 +267,8 @@ impl Ssd {
         for d in 0..self.free.len() {
             let f: Vec<u32> = self.free[d].iter().copied().collect();
             w.u32s(&f)?;
-            w.wp(&self.host_wp[d])?;
-            w.wp(&self.gc_wp[d])?;
+            w.wp(self.wp(Stream::Host, d))?;
+            w.wp(self.wp(Stream::Gc, d))?;
         }
         let crc = w.crc.clone().finalize();
         w.inner.write_all(&crc.to_le_bytes())?;
@@ -286,8 +318,7 @@ impl Ssd {
         let state = r.bytes(nblocks, "block states")?;
         let last_write = r.u64s(nblocks, "block ages")?;
         let mut free = Vec::new();
-        let mut host_wp = Vec::new();
-        let mut gc_wp = Vec::new();
+        let mut wps = Vec::new();
         for d in 0..ssd.free.len() {
             let n = r.u64()?;
             if n > ssd.geo.blocks_per_die as u64 {
@@ -306,8 +337,7 @@ impl Ssd {
                 return Err(corrupt("free list names a block of another die"));
             }
             free.push(list);
-            host_wp.push(r.wp(&ssd)?);
-            gc_wp.push(r.wp(&ssd)?);
+            wps.push([r.wp(&ssd)?, r.wp(&ssd)?]);
         }
         let computed = r.crc.clone().finalize();
         let mut tail = [0u8; 4];
@@ -350,8 +380,7 @@ impl Ssd {
         ssd.state = state;
         ssd.last_write = last_write;
         ssd.free = free;
-        ssd.host_wp = host_wp;
-        ssd.gc_wp = gc_wp;
+        ssd.wps = wps;
         ssd.cursor = cursor as u32;
         ssd.mapped_units = mapped;
         ssd.raw = raw_from(&raw);

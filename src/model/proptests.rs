@@ -7,7 +7,7 @@ use super::*;
 use crate::profile::Profile;
 
 /// A tiny drive so GC, wrap-around and reserve paths are hit in few ops.
-fn tiny(
+pub(super) fn tiny(
     page: &str,
     unit: &str,
     planes: u32,

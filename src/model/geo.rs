@@ -1,0 +1,130 @@
+//! Geometry and timing constants derived once from a profile.
+//!
+//! Everything the FTL and the timelines need per operation is here in the
+//! model's own units (units, dpages, blocks; ns), so the hot paths do no
+//! profile lookups or unit conversions.
+
+use crate::profile::{GcPolicy, Profile};
+
+/// Derived geometry and timing constants.
+#[derive(Debug, Clone)]
+pub(crate) struct Geo {
+    pub(crate) dies: u32,
+    pub(crate) channels: u32,
+    pub(crate) planes: u32,
+    pub(crate) blocks_per_die: u32,
+    pub(crate) pages_per_block: u32,
+    pub(crate) units_per_page: u32,
+    pub(crate) units_per_dpage: u32,
+    pub(crate) units_per_block: u32,
+    pub(crate) unit_bytes: u64,
+    pub(crate) dpage_bytes: u64,
+    pub(crate) logical_units: u64,
+    pub(crate) physical_units: u64,
+    pub(crate) capacity: u64,
+    pub(crate) t_read: u64,
+    pub(crate) t_prog: u64,
+    pub(crate) t_erase: u64,
+    chan_ns_per_byte: f64,
+    link_ns_per_byte: f64,
+    pub(crate) cmd_ns: u64,
+    pub(crate) trim_ns_per_unit: u64,
+    pub(crate) queue_depth: usize,
+    pub(crate) buffer_units: u64,
+    pub(crate) fg_threshold: u32,
+    pub(crate) bg_target: u32,
+    pub(crate) bg_idle_ns: u64,
+    pub(crate) policy: GcPolicy,
+}
+
+impl Geo {
+    pub(crate) fn new(p: &Profile) -> Geo {
+        let g = &p.geometry;
+        let dies = g.channels * g.dies_per_channel;
+        let units_per_page = (g.page_size.0 / g.mapping_unit.0) as u32;
+        let units_per_dpage = units_per_page * g.planes_per_die;
+        let units_per_block = units_per_dpage * g.pages_per_block;
+        let blocks_per_die = g.blocks_per_plane;
+        let physical_units = dies as u64 * blocks_per_die as u64 * units_per_block as u64;
+        let us = |v: f64| (v * 1000.0).round() as u64;
+        let per_byte = |mb_s: f64| {
+            if mb_s > 0.0 && mb_s.is_finite() {
+                1e3 / mb_s
+            } else {
+                0.0
+            }
+        };
+        let link = p.link_bytes_s();
+        Geo {
+            dies,
+            channels: g.channels,
+            planes: g.planes_per_die,
+            blocks_per_die,
+            pages_per_block: g.pages_per_block,
+            units_per_page,
+            units_per_dpage,
+            units_per_block,
+            unit_bytes: g.mapping_unit.0,
+            dpage_bytes: g.page_size.0 * g.planes_per_die as u64,
+            logical_units: g.exported_capacity.0 / g.mapping_unit.0,
+            physical_units,
+            capacity: g.exported_capacity.0,
+            t_read: us(p.nand.t_read_us),
+            t_prog: us(p.nand.t_prog_us),
+            t_erase: us(p.nand.t_erase_us),
+            chan_ns_per_byte: per_byte(p.nand.channel_mb_s),
+            link_ns_per_byte: if link.is_finite() { 1e9 / link } else { 0.0 },
+            cmd_ns: p.host.command_overhead_ns,
+            trim_ns_per_unit: p.host.trim_ns_per_unit,
+            queue_depth: p.host.queue_depth as usize,
+            buffer_units: p.buffer.size.0 / g.mapping_unit.0,
+            fg_threshold: p.gc.fg_threshold_blocks,
+            bg_target: p.gc.bg_target_blocks,
+            bg_idle_ns: (p.gc.bg_idle_ms * 1e6).round() as u64,
+            policy: p.gc.policy,
+        }
+    }
+
+    /// Total blocks (a block spans the planes of a die).
+    #[inline]
+    pub(crate) fn blocks(&self) -> usize {
+        self.dies as usize * self.blocks_per_die as usize
+    }
+
+    /// Channel transfer time of `bytes`.
+    #[inline]
+    pub(crate) fn chan_ns(&self, bytes: u64) -> u64 {
+        (bytes as f64 * self.chan_ns_per_byte) as u64
+    }
+
+    /// Host link transfer time of `bytes`.
+    #[inline]
+    pub(crate) fn link_ns(&self, bytes: u64) -> u64 {
+        (bytes as f64 * self.link_ns_per_byte) as u64
+    }
+
+    /// The channel a die sits on, and its lane (position) on that channel.
+    #[inline]
+    pub(crate) fn channel_of(&self, die: usize) -> (usize, usize) {
+        let ch = self.channels as usize;
+        (die % ch, die / ch)
+    }
+
+    #[inline]
+    pub(crate) fn die_of_block(&self, block: u32) -> u32 {
+        block / self.blocks_per_die
+    }
+
+    #[inline]
+    pub(crate) fn block_of_ppn(&self, ppn: u64) -> u32 {
+        (ppn / self.units_per_block as u64) as u32
+    }
+
+    /// The physical unit at `slot` of dpage `page` of `block`.
+    #[inline]
+    pub(crate) fn ppn(&self, block: u32, page: u32, slot: u32) -> u64 {
+        block as u64 * self.units_per_block as u64
+            + page as u64 * self.units_per_dpage as u64
+            + slot as u64
+    }
+}

@@ -1,0 +1,186 @@
+//! Write points: where each write stream (host data, GC copies) of each die
+//! places its next unit, and programming the dpage it fills.
+//!
+//! Both streams go through the same helpers here; they differ only in what
+//! happens around them (the host stream moves the cursor to the next die and
+//! paces GC; host programs hold write-buffer space until they complete).
+
+use std::cmp::Reverse;
+
+use super::ssd::{BlockState, NONE, Ssd};
+
+/// Which write stream a unit belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(usize)]
+pub(crate) enum Stream {
+    /// Host data.
+    Host = 0,
+    /// Units copied by garbage collection.
+    Gc = 1,
+}
+
+/// An open block being filled dpage by dpage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WritePoint {
+    /// Global block id, or NONE.
+    pub(crate) block: u32,
+    /// Next dpage to fill in the block.
+    pub(crate) page: u32,
+    /// Units already placed in that dpage.
+    pub(crate) slot: u32,
+    /// Latest time at which data placed in the open dpage is at the controller.
+    pub(crate) ready_ns: u64,
+}
+
+impl WritePoint {
+    pub(crate) const EMPTY: WritePoint = WritePoint {
+        block: NONE,
+        page: 0,
+        slot: 0,
+        ready_ns: 0,
+    };
+}
+
+impl Ssd {
+    /// The write point of `stream` on `die`.
+    #[inline]
+    pub(crate) fn wp(&self, stream: Stream, die: usize) -> &WritePoint {
+        &self.wps[die][stream as usize]
+    }
+
+    #[inline]
+    pub(super) fn wp_mut(&mut self, stream: Stream, die: usize) -> &mut WritePoint {
+        &mut self.wps[die][stream as usize]
+    }
+
+    /// Units that still fit in the block open for `stream` on `die` (0 if none is open).
+    pub(super) fn wp_room(&self, stream: Stream, die: usize) -> u64 {
+        let wp = self.wp(stream, die);
+        if wp.block == NONE {
+            0
+        } else {
+            ((self.geo.pages_per_block - wp.page) * self.geo.units_per_dpage - wp.slot) as u64
+        }
+    }
+
+    /// Make `b`, a free block of `die`, the open block of `stream` there.
+    pub(super) fn open_block(&mut self, stream: Stream, die: usize, b: u32, now: u64) {
+        self.state[b as usize] = BlockState::Open as u8;
+        self.last_write[b as usize] = now;
+        *self.wp_mut(stream, die) = WritePoint {
+            block: b,
+            page: 0,
+            slot: 0,
+            ready_ns: 0,
+        };
+    }
+
+    fn close_block(&mut self, b: u32) {
+        self.state[b as usize] = BlockState::Full as u8;
+        self.bucket_insert(b);
+    }
+
+    /// Place `lpn` at the write point of `stream` on `die`, data at the
+    /// controller at `ready`; returns the program completion time if this
+    /// filled the dpage (which is then programmed).
+    ///
+    /// The write point must hold a block: `host_die` (host) and
+    /// `ensure_gc_block` (GC) open one first.
+    pub(super) fn place_on(
+        &mut self,
+        stream: Stream,
+        die: usize,
+        lpn: u64,
+        ready: u64,
+    ) -> Option<u64> {
+        let wp = *self.wp(stream, die);
+        debug_assert!(wp.block != NONE);
+        let ppn = self.geo.ppn(wp.block, wp.page, wp.slot);
+        self.unmap(lpn);
+        self.l2p.set(lpn as usize, ppn + 1);
+        self.p2l.set(ppn as usize, lpn + 1);
+        self.valid[wp.block as usize] += 1;
+        self.mapped_units += 1;
+        let wpm = self.wp_mut(stream, die);
+        wpm.slot += 1;
+        wpm.ready_ns = wpm.ready_ns.max(ready);
+        if wpm.slot == self.geo.units_per_dpage {
+            let done = self.program_open(stream, die);
+            if stream == Stream::Host {
+                self.next_host_die();
+                self.gc_keep_pace(die, ready);
+            }
+            done
+        } else {
+            None
+        }
+    }
+
+    /// Program the partially filled dpage of `stream` on `die` (padded),
+    /// its data ready no earlier than `t`. Returns the program completion
+    /// time, or None if nothing was pending. Used by FLUSH and idle time.
+    pub(super) fn program_partial(&mut self, stream: Stream, die: usize, t: u64) -> Option<u64> {
+        let wp = self.wp_mut(stream, die);
+        if wp.slot == 0 {
+            return None;
+        }
+        wp.ready_ns = wp.ready_ns.max(t);
+        let done = self.program_open(stream, die);
+        if stream == Stream::Host {
+            self.next_host_die();
+        }
+        done
+    }
+
+    /// The host stream moves on to the next die.
+    #[inline]
+    pub(super) fn next_host_die(&mut self) {
+        self.cursor = (self.cursor + 1) % self.geo.dies;
+    }
+
+    /// Program the open dpage of a stream on `die`, padded if partial.
+    /// Returns the program completion time, or None if nothing was pending.
+    pub(super) fn program_open(&mut self, stream: Stream, die: usize) -> Option<u64> {
+        let wp = *self.wp(stream, die);
+        if wp.block == NONE || wp.slot == 0 {
+            return None;
+        }
+        let (ch, lane) = self.geo.channel_of(die);
+        let dur = self.geo.chan_ns(self.geo.dpage_bytes);
+        let xe = self.chan[ch].reserve(lane, wp.ready_ns.max(self.die_busy[die]), dur) + dur;
+        let done = xe + self.geo.t_prog;
+        self.die_busy[die] = done;
+        self.raw.nand_pages_programmed += self.geo.planes as u64;
+        self.raw.nand_bytes_programmed += self.geo.dpage_bytes;
+        self.last_write[wp.block as usize] = done;
+        if stream == Stream::Host && self.geo.buffer_units > 0 {
+            self.buffer.push(Reverse((done, wp.slot)));
+            self.buffered_units += wp.slot as u64;
+            self.buffer_last_release = self.buffer_last_release.max(done);
+        }
+        let mut next = wp;
+        next.page += 1;
+        next.slot = 0;
+        next.ready_ns = 0;
+        if next.page == self.geo.pages_per_block {
+            self.close_block(wp.block);
+            next = WritePoint::EMPTY;
+        }
+        *self.wp_mut(stream, die) = next;
+        Some(done)
+    }
+
+    /// Whether `ppn` lies in a dpage not yet programmed (an open write point).
+    pub(super) fn in_open_dpage(&self, ppn: u64) -> bool {
+        let block = self.geo.block_of_ppn(ppn);
+        if self.state[block as usize] != BlockState::Open as u8 {
+            return false;
+        }
+        let die = self.geo.die_of_block(block) as usize;
+        let page =
+            ((ppn % self.geo.units_per_block as u64) / self.geo.units_per_dpage as u64) as u32;
+        self.wps[die]
+            .iter()
+            .any(|wp| wp.block == block && wp.page == page)
+    }
+}
