@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::protocol::{PreconditionResult, Progress, StatsReport, Step};
+use super::protocol::{PreconditionResult, Progress, StatsReport, Step, TrimRecord};
 use crate::device::OpKind;
 use crate::device::hist::Summary;
 use crate::device::stats::{IoReport, TrimReport};
@@ -128,14 +128,19 @@ pub fn stats(r: &StatsReport) -> String {
         let _ = writeln!(o, "    requests   {}", io_line(&f.io));
         let _ = writeln!(o, "    TRIM       {}", trim_line(&f.io.trim));
         for cn in &f.conns {
+            let t = &cn.io.trim;
             let _ = writeln!(
                 o,
-                "    #{:<3} {} {}: {}; TRIM {}",
+                "    #{:<3} {} {}: {}{}",
                 cn.id,
                 cn.peer,
                 if cn.open { "(open)" } else { "(closed)" },
                 io_line(&cn.io),
-                trim_line(&cn.io.trim)
+                if t.discard_cmds + t.write_zeroes_cmds > 0 {
+                    format!("; TRIM {}", trim_line(t))
+                } else {
+                    String::new()
+                }
             );
         }
     }
@@ -263,6 +268,32 @@ fn lateness(l: &Summary) -> String {
     )
 }
 
+/// Column headers of the TRIM log.
+pub fn trim_header() -> String {
+    format!(
+        "{:>7} {:>12} {:<18} {:<30} {:>14} {:>10} {:>6} {:>10} {:>10}\n",
+        "seq", "model time", "kind", "source", "offset", "length", "ranges", "freed", "unmapped"
+    )
+}
+
+/// One TRIM log record (several ranges: the first offset, the total length).
+pub fn trim_record(r: &TrimRecord) -> String {
+    let len: u64 = r.ranges.iter().map(|x| x.1).sum();
+    let off = r.ranges.first().map(|x| x.0).unwrap_or(0);
+    format!(
+        "{:>7} {:>12} {:<18} {:<30} {:>14} {:>10} {:>6} {:>10} {:>10}\n",
+        r.seq,
+        format!("{:.6} s", r.model_ns as f64 / 1e9),
+        r.kind,
+        r.source,
+        off,
+        format_size(len),
+        r.ranges.len(),
+        format_size(r.freed_bytes),
+        format_size(r.already_unmapped_bytes),
+    )
+}
+
 /// Short name of a precondition step.
 pub fn step_name(s: &Step) -> String {
     match s {
@@ -278,21 +309,18 @@ pub fn step_name(s: &Step) -> String {
 pub fn precondition_bar(names: &[String]) -> ProgressBar {
     let b = ProgressBar::new(1);
     if let Ok(s) = ProgressStyle::with_template(
-        "{prefix} {wide_bar} {bytes}/{total_bytes} [{elapsed_precise}, eta {eta}]",
+        "{prefix} {wide_bar} {bytes}/{total_bytes} written in model time [{elapsed_precise}, eta {eta}]",
     ) {
         b.set_style(s);
     }
-    b.set_prefix(names.first().cloned().unwrap_or_default());
+    b.set_prefix(names.join(", then "));
     b
 }
 
 /// Show `p` on `bar`.
-pub fn update_bar(bar: &ProgressBar, names: &[String], p: &Progress) {
-    let name = names.get(p.step).cloned().unwrap_or_default();
-    bar.set_prefix(format!("step {}/{}: {name}", p.step + 1, p.steps));
+pub fn update_bar(bar: &ProgressBar, p: &Progress) {
     if bar.length() != Some(p.total_bytes) {
         bar.set_length(p.total_bytes);
-        bar.reset_eta();
     }
     bar.set_position(p.done_bytes);
 }

@@ -20,6 +20,7 @@ use thiserror::Error;
 
 use self::protocol::{
     CtlReply, CtlRequest, EraseResult, PreconditionResult, ProgressLine, StatsReport, Step,
+    TrimLogResult,
 };
 use crate::size::parse_size;
 
@@ -89,6 +90,19 @@ pub enum CtlCmd {
     /// and their TRIM audit.
     Stats {
         /// Print the reply as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Recent discards and write-zeroes as the drive received them: source,
+    /// ranges, what each freed in the FTL.
+    TrimLog {
+        /// Keep printing new ones as they arrive (Ctrl-C to stop).
+        #[arg(long)]
+        follow: bool,
+        /// Only the last N records (without --follow).
+        #[arg(long, value_name = "N", default_value_t = 50)]
+        last: usize,
+        /// One JSON object per record.
         #[arg(long)]
         json: bool,
     },
@@ -251,6 +265,68 @@ fn print_text(s: &str) -> Result<(), CtlError> {
         .map_err(CtlError::Output)
 }
 
+fn trim_log(client: &mut Client, follow: bool, last: usize, json: bool) -> Result<(), CtlError> {
+    let fetch = |client: &mut Client, after: u64| -> Result<TrimLogResult, CtlError> {
+        client.call_typed(&CtlRequest::TrimLog { after, max: 10_000 }, &mut |_| {})
+    };
+    // Everything still in the ring, of which the last `last` are shown.
+    let mut r = fetch(client, 0)?;
+    let mut next = r.records.last().map(|x| x.seq).unwrap_or(0);
+    while r.records.len() == 10_000 {
+        let more = fetch(client, next)?;
+        if more.records.is_empty() {
+            break;
+        }
+        next = more.records.last().map(|x| x.seq).unwrap_or(next);
+        r.records.extend(more.records);
+    }
+    let skip = if follow {
+        r.records.len()
+    } else {
+        r.records.len().saturating_sub(last)
+    };
+    let mut header = !json;
+    let show = |records: &[protocol::TrimRecord], header: &mut bool| -> Result<(), CtlError> {
+        let mut text = String::new();
+        for rec in records {
+            if json {
+                text.push_str(&serde_json::to_string(rec).map_err(|e| CtlError::Output(e.into()))?);
+                text.push('\n');
+            } else {
+                if *header {
+                    text.push_str(&format::trim_header());
+                    *header = false;
+                }
+                text.push_str(&format::trim_record(rec));
+            }
+        }
+        print_text(&text)
+    };
+    if !follow {
+        if r.records.is_empty() && !json {
+            return print_text("no discards received yet\n");
+        }
+        return show(&r.records[skip..], &mut header);
+    }
+    if !json {
+        print_text("waiting for discards (Ctrl-C to stop)\n")?;
+    }
+    loop {
+        std::thread::sleep(Duration::from_millis(250));
+        let more = fetch(client, next)?;
+        if more.lost > 0 && !json {
+            print_text(&format!(
+                "({} records dropped before they could be shown)\n",
+                more.lost
+            ))?;
+        }
+        if let Some(l) = more.records.last() {
+            next = l.seq;
+        }
+        show(&more.records, &mut header)?;
+    }
+}
+
 /// Run `vssd ctl`.
 pub fn run(args: CtlArgs) -> Result<(), CtlError> {
     if !(args.timeout.is_finite() && args.timeout > 0.0 && args.timeout <= 86_400.0) {
@@ -269,6 +345,9 @@ pub fn run(args: CtlArgs) -> Result<(), CtlError> {
             } else {
                 print_text(&format::stats(&r))?;
             }
+        }
+        CtlCmd::TrimLog { follow, last, json } => {
+            trim_log(&mut client, follow, last, json)?;
         }
         CtlCmd::SecureErase { json } => {
             let r: EraseResult = client.call_typed(&CtlRequest::SecureErase, &mut |_| {})?;
@@ -319,7 +398,7 @@ pub fn run(args: CtlArgs) -> Result<(), CtlError> {
                 },
                 &mut |p| {
                     if let Some(b) = &bar {
-                        format::update_bar(b, &names, &p.progress);
+                        format::update_bar(b, &p.progress);
                     }
                 },
             )?;

@@ -15,6 +15,7 @@
 use serde::{Deserialize, Serialize};
 
 pub use crate::device::StatsReport;
+pub use crate::device::trimlog::TrimRecord;
 use crate::model::Counters;
 
 /// A control request.
@@ -25,6 +26,15 @@ pub enum CtlRequest {
     Stats,
     /// Back to a fresh drive; all data reads as zeros.
     SecureErase,
+    /// The most recent discards and write-zeroes, oldest first.
+    TrimLog {
+        /// Only records after this sequence number.
+        #[serde(default)]
+        after: u64,
+        /// At most this many (the daemon caps it).
+        #[serde(default = "default_trim_max")]
+        max: usize,
+    },
     /// Age the drive in model time; data untouched.
     Precondition {
         /// Steps, in order.
@@ -36,6 +46,19 @@ pub enum CtlRequest {
         #[serde(default)]
         progress: bool,
     },
+}
+
+fn default_trim_max() -> usize {
+    1000
+}
+
+/// Result of `trim-log`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrimLogResult {
+    /// The records, oldest first.
+    pub records: Vec<TrimRecord>,
+    /// Records after `after` that the ring had already dropped.
+    pub lost: u64,
 }
 
 /// One precondition step.
@@ -102,16 +125,12 @@ pub struct EraseResult {
     pub counters: Counters,
 }
 
-/// Progress of a running precondition.
+/// Progress of a running precondition, all steps together.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Progress {
-    /// Step being run (from 0).
-    pub step: usize,
-    /// Steps in all.
-    pub steps: usize,
-    /// Bytes of this step done.
+    /// Bytes of requests issued so far.
     pub done_bytes: u64,
-    /// Bytes of this step in all.
+    /// Bytes of requests in all.
     pub total_bytes: u64,
 }
 

@@ -14,7 +14,7 @@ use log::{debug, info, warn};
 
 use super::protocol::{
     CtlReply, CtlRequest, EraseResult, PreconditionResult, Progress, ProgressLine, Step,
-    parse_amount,
+    TrimLogResult, parse_amount,
 };
 use crate::device::Device;
 use crate::model::Precondition;
@@ -81,6 +81,10 @@ pub fn handle_line(
     };
     match req {
         CtlRequest::Stats => CtlReply::ok(&device.report()),
+        CtlRequest::TrimLog { after, max } => {
+            let (records, lost) = device.trim_log(after, max.min(10_000));
+            CtlReply::ok(&TrimLogResult { records, lost })
+        }
         CtlRequest::SecureErase => match device.secure_erase() {
             Ok(()) => {
                 info!("secure erase: drive reset to fresh, data zeroed");
@@ -100,16 +104,13 @@ pub fn handle_line(
                 Ok(m) => m,
                 Err(e) => return CtlReply::err(e),
             };
-            let n = model.len();
-            let mut last = Instant::now() - PROGRESS_EVERY;
+            let mut last = Instant::now();
             let mut write_failed = false;
-            let r = device.precondition(&model, seed, &mut |step, done, total| {
+            let r = device.precondition(&model, seed, &mut |done, total| {
                 if progress && !write_failed && last.elapsed() >= PROGRESS_EVERY {
                     last = Instant::now();
                     let p = ProgressLine {
                         progress: Progress {
-                            step,
-                            steps: n,
                             done_bytes: done,
                             total_bytes: total,
                         },
@@ -120,6 +121,10 @@ pub fn handle_line(
                 }
                 !(write_failed || cancelled())
             });
+            let r = match r {
+                Ok(r) => r,
+                Err(e) => return CtlReply::err(format!("precondition failed: {e}")),
+            };
             if r.cancelled {
                 info!(
                     "precondition cancelled by the client after {:.1} s of model time",

@@ -32,6 +32,7 @@ pub mod scheduler;
 pub mod stats;
 pub mod store;
 pub mod topology;
+pub mod trimlog;
 
 use std::collections::VecDeque;
 use std::io::{self, BufReader};
@@ -43,7 +44,9 @@ use log::{error, warn};
 use thiserror::Error;
 use vm_memory::VolatileSlice;
 
-use crate::model::{Counters, ModelError, Op, Payload, PersistError, Precondition, Request, Ssd};
+use crate::model::{
+    Counters, ModelError, Op, Payload, PersistError, Precondition, PreconditionRun, Request, Ssd,
+};
 use crate::profile::Profile;
 
 use self::files::FileError;
@@ -53,6 +56,7 @@ pub use self::stats::{
 use self::stats::{DriveReport, WindowReport};
 use self::store::{Store, StoreError};
 pub use self::topology::{SECTOR, Topology};
+use self::trimlog::{TrimLog, TrimRecord};
 
 /// Errors of the device layer.
 #[derive(Debug, Error)]
@@ -121,6 +125,7 @@ impl DeviceError {
 fn model_error_is_request_error(e: &ModelError) -> bool {
     match e {
         ModelError::OutOfRange { .. } | ModelError::Misaligned { .. } => true,
+        ModelError::Internal { .. } => false,
     }
 }
 
@@ -151,6 +156,9 @@ struct ModelState {
     /// model time = daemon time + offset.
     offset_ns: u64,
 }
+
+/// Wall time the model lock is held at most per precondition chunk.
+pub const PRECONDITION_CHUNK: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// What a precondition did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -188,6 +196,7 @@ pub struct Device {
     stopped: OnceLock<String>,
     samples: Mutex<VecDeque<Sample>>,
     io_warnings: AtomicU64,
+    trim_log: TrimLog,
 }
 
 /// The 20-byte serial: stable for a profile, capacity and backing file.
@@ -242,6 +251,7 @@ impl Device {
             stopped: OnceLock::new(),
             samples: Mutex::new(VecDeque::with_capacity(SAMPLES_KEPT)),
             io_warnings: AtomicU64::new(0),
+            trim_log: TrimLog::default(),
         })
     }
 
@@ -334,6 +344,18 @@ impl Device {
     /// Submit requests to the model at one instant; the completion is that
     /// of the last to finish (daemon clock).
     fn submit(&self, p: &Pending, op: Op, ranges: &[(u64, u64)]) -> Result<u64, DeviceError> {
+        self.submit_with(p, op, ranges, |_, _, _, _| {})
+    }
+
+    /// [`Self::submit`], calling `before(ssd, model_now, offset, len)` under
+    /// the same lock just before each range is submitted.
+    fn submit_with(
+        &self,
+        p: &Pending,
+        op: Op,
+        ranges: &[(u64, u64)],
+        mut before: impl FnMut(&Ssd, u64, u64, u64),
+    ) -> Result<u64, DeviceError> {
         if let Some(why) = self.stopped() {
             return Err(DeviceError::Stopped(why.into()));
         }
@@ -344,6 +366,7 @@ impl Device {
         let model_now = p.submit_ns() + m.offset_ns;
         let mut done = model_now;
         for &(offset, len) in ranges {
+            before(&m.ssd, model_now, offset, len);
             let r = m.ssd.submit(
                 model_now,
                 &Request {
@@ -438,36 +461,87 @@ impl Device {
     }
 
     /// TRIM `(offset, len)` ranges: the data reads as zeros afterwards.
-    pub fn discard(&self, conn: &Connection, ranges: &[(u64, u64)]) -> Pending {
+    /// With `fua` the zeroing is durable before the completion.
+    pub fn discard(&self, conn: &Connection, ranges: &[(u64, u64)], fua: bool) -> Pending {
         let len = ranges.iter().map(|r| r.1).sum();
         let mut p = self.begin(conn, OpKind::Discard, len);
-        let r = self.trim_ranges(&mut p, Op::Trim, ranges, true);
+        let r = self.trim_ranges(conn, &mut p, Op::Trim, ranges, true, fua);
         self.settle(p, r)
     }
 
-    /// Write zeroes over `(offset, len)` ranges; with `unmap` the drive deallocates.
-    pub fn write_zeroes(&self, conn: &Connection, ranges: &[(u64, u64)], unmap: bool) -> Pending {
+    /// Write zeroes over `(offset, len)` ranges; with `unmap` the drive
+    /// deallocates (a TRIM that guarantees zeros), without it the zeros are
+    /// written. With `fua` they are durable before the completion.
+    pub fn write_zeroes(
+        &self,
+        conn: &Connection,
+        ranges: &[(u64, u64)],
+        unmap: bool,
+        fua: bool,
+    ) -> Pending {
         let len = ranges.iter().map(|r| r.1).sum();
         let mut p = self.begin(conn, OpKind::WriteZeroes, len);
-        let r = self.trim_ranges(&mut p, Op::WriteZeroes { unmap }, ranges, unmap);
+        let r = self.trim_ranges(conn, &mut p, Op::WriteZeroes { unmap }, ranges, unmap, fua);
         self.settle(p, r)
     }
 
     fn trim_ranges(
         &self,
+        conn: &Connection,
         p: &mut Pending,
         op: Op,
         ranges: &[(u64, u64)],
         unmap: bool,
+        fua: bool,
     ) -> Result<u64, DeviceError> {
-        let due = self.submit(p, op, ranges)?;
+        let mut outcome = TrimOutcome::default();
+        let mut model_ns = 0;
+        let due = self.submit_with(p, op, ranges, |ssd, model_now, offset, len| {
+            model_ns = model_now;
+            if unmap {
+                let (mapped, unmapped) = ssd.unit_census(offset, len);
+                outcome.freed_bytes += mapped * ssd.unit_bytes();
+                outcome.already_unmapped_bytes += unmapped * ssd.unit_bytes();
+            }
+        })?;
+        self.trim_log.push(TrimRecord {
+            seq: 0,
+            model_ns,
+            wall_unix_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(0),
+            source: conn.label(),
+            kind: match op {
+                Op::Trim => "discard",
+                Op::WriteZeroes { unmap: true } => "write-zeroes-unmap",
+                _ => "write-zeroes",
+            }
+            .into(),
+            ranges: ranges.to_vec(),
+            freed_bytes: outcome.freed_bytes,
+            already_unmapped_bytes: outcome.already_unmapped_bytes,
+        });
         for &(o, l) in ranges {
             self.store.zero(o, l, unmap).map_err(DeviceError::Io)?;
         }
-        if unmap {
-            p.set_trim(TrimOutcome::default());
+        if fua {
+            self.store.sync().map_err(DeviceError::Io)?;
         }
+        p.set_trim(outcome);
         Ok(due)
+    }
+
+    /// TRIM log records after sequence number `after` (at most `max`), and
+    /// how many after it were already dropped from the ring.
+    pub fn trim_log(&self, after: u64, max: usize) -> (Vec<TrimRecord>, u64) {
+        self.trim_log.since(after, max)
+    }
+
+    /// `offset..offset+len` as runs of `(bytes, mapped)` in the FTL, at
+    /// most `max_runs` (a TRIMmed or never-written run reads as zeros).
+    pub fn allocation(&self, offset: u64, len: u64, max_runs: usize) -> Vec<(u64, bool)> {
+        self.lock().ssd.mapped_runs(offset, len, max_runs)
     }
 
     /// Make everything written so far durable, then flush the drive's buffer.
@@ -555,39 +629,58 @@ impl Device {
         Ok(())
     }
 
-    /// Age the drive in model time (no data is touched). `progress(step,
-    /// done_bytes, total_bytes)` is called as it goes; returning false
-    /// cancels (what is done stays done).
+    /// Age the drive in model time (no data is touched, except that a
+    /// TRIM-all step also zeroes the store, as a drive's TRIM does). The
+    /// work runs in chunks of about [`PRECONDITION_CHUNK`] of wall time;
+    /// between chunks the model lock is free, so guest I/O and `ctl stats`
+    /// go on (guest requests then queue behind the work done so far, as on
+    /// a drive busy with it). `progress(done_bytes, total_bytes)` is called
+    /// after each chunk; returning false cancels (what is done stays done).
     pub fn precondition(
         &self,
         steps: &[Precondition],
         seed: u64,
-        progress: &mut dyn FnMut(usize, u64, u64) -> bool,
-    ) -> PreconditionOutcome {
-        let mut m = self.lock();
-        let start = self.now_ns() + m.offset_ns;
-        let mut now = start;
+        progress: &mut dyn FnMut(u64, u64) -> bool,
+    ) -> Result<PreconditionOutcome, DeviceError> {
+        if let Some(why) = self.stopped() {
+            return Err(DeviceError::Stopped(why.into()));
+        }
+        if steps.contains(&Precondition::TrimAll) {
+            self.store
+                .zero(0, self.capacity(), true)
+                .map_err(DeviceError::Io)?;
+        }
+        let (mut run, start) = {
+            let m = self.lock();
+            let start = self.now_ns() + m.offset_ns;
+            (PreconditionRun::new(&m.ssd, start, steps, seed), start)
+        };
         let mut cancelled = false;
-        for (i, step) in steps.iter().enumerate() {
-            let total = match *step {
-                Precondition::Random { amount, .. } => amount,
-                _ => self.capacity(),
+        let end = loop {
+            let p = {
+                let mut m = self.lock();
+                let t0 = std::time::Instant::now();
+                let p = run
+                    .advance_while(&mut m.ssd, || t0.elapsed() < PRECONDITION_CHUNK)
+                    .inspect_err(|e| self.stop(format!("the drive model failed: {e}")))?;
+                // Model time = daemon time + offset: the drive has done the
+                // work so far by now.
+                let lag = p.model_now_ns.saturating_sub(self.now_ns());
+                m.offset_ns = m.offset_ns.max(lag);
+                p
             };
-            if !progress(i, 0, total) {
-                cancelled = true;
-                break;
+            if p.finished {
+                break p.model_now_ns;
             }
-            now = m
-                .ssd
-                .precondition(now, step, seed.wrapping_add(i as u64))
-                .max(now);
-            progress(i, total, total);
-        }
-        m.offset_ns += now - start;
-        PreconditionOutcome {
-            model_ns: now - start,
+            if !progress(p.done_bytes, p.total_bytes) {
+                cancelled = true;
+                break p.model_now_ns;
+            }
+        };
+        Ok(PreconditionOutcome {
+            model_ns: end.saturating_sub(start),
             cancelled,
-        }
+        })
     }
 
     /// Write the FTL state file atomically (private temp file, fsync,
@@ -653,7 +746,7 @@ mod tests {
         let bad = dev.read(&conn, dev.capacity(), &[VolatileSlice::from(&mut back[..])]);
         assert_eq!(bad.status(), Status::Invalid);
         bad.complete(dev.now_ns());
-        let d = dev.discard(&conn, &[(0, 1 << 20)]);
+        let d = dev.discard(&conn, &[(0, 1 << 20)], false);
         assert_eq!(d.status(), Status::Ok);
         d.complete(dev.now_ns());
         let f = dev.flush(&conn);

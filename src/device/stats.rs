@@ -450,6 +450,12 @@ impl Connection {
     pub fn frontend_id(&self) -> u32 {
         self.inner.frontend.id
     }
+
+    /// `KIND NAME #ID`, e.g. `nbd unix:/run/vssd.sock #3`.
+    pub fn label(&self) -> String {
+        let f = &self.inner.frontend;
+        format!("{} {} #{}", f.kind, f.name, self.inner.conn.id)
+    }
 }
 
 impl Drop for Connection {

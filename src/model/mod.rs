@@ -186,6 +186,7 @@ mod invariants;
 mod packed;
 mod persist;
 mod precondition;
+mod query;
 mod timeline;
 mod write_point;
 

@@ -215,11 +215,11 @@ fn run(
                     .collect()
             };
             if !wz {
-                return (dev.discard(conn, &rs(None)), 1);
+                return (dev.discard(conn, &rs(None), false), 1);
             }
             // One write-zeroes segment is advertised, so one flavour per request.
             let unmap = ranges.first().is_some_and(|r| r.unmap);
-            (dev.write_zeroes(conn, &rs(Some(unmap)), unmap), 1)
+            (dev.write_zeroes(conn, &rs(Some(unmap)), unmap, false), 1)
         }
     }
 }

@@ -1,0 +1,400 @@
+//! `vssd serve`: the emulated drive served to QEMU over vhost-user-blk
+//! and/or NBD.
+//!
+//! Opens the drive (store + model, FTL state from the state dir), the
+//! control socket and the listeners, then serves until SIGINT/SIGTERM:
+//! pending completions are delivered, clients disconnected, the data
+//! synced, the FTL state saved, and the process exits 0.
+//!
+//! - [`vhost`]: the vhost-user-blk listener (one QEMU at a time);
+//! - [`sockets`]: socket paths, private binding, modes and groups;
+//! - [`signals`]: the signal thread.
+
+pub mod signals;
+pub mod sockets;
+pub mod vhost;
+
+use std::io;
+use std::net::TcpListener;
+use std::os::unix::net::UnixListener;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use ::vhost::vhost_user::Listener;
+use clap::Args;
+use log::{info, warn};
+use thiserror::Error;
+use vmm_sys_util::eventfd::{EFD_NONBLOCK, EventFd};
+
+use self::signals::{block_signals, wait_signal};
+use self::sockets::{bind_private, claim_socket_path, group_id, parse_mode, set_socket_access};
+use self::vhost::{Conn, stop_connection};
+use crate::ctl::server;
+use crate::device::files::{self, DirLock, FileError};
+use crate::device::{DataLocation, Device, DeviceError, DeviceOptions};
+use crate::frontend::nbd::{NbdAddr, NbdListener, NbdServer};
+use crate::profile::{Profile, ProfileError};
+use crate::size::{format_size, parse_size};
+
+/// `vssd serve` arguments.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// vhost-user-blk socket to listen on (QEMU: `-chardev socket,path=PATH`
+    /// with `-device vhost-user-blk-pci`).
+    #[arg(long, value_name = "PATH", required_unless_present = "nbd")]
+    pub socket: Option<PathBuf>,
+    /// Also (or only) serve the drive over NBD at `unix:PATH` or
+    /// `tcp:HOST:PORT` (repeatable), for QEMU's NBD client (SATA `ide-hd`,
+    /// `nvme`) and libnbd's tools. Export name: empty or `vssd`.
+    #[arg(long = "nbd", value_name = "ADDR")]
+    pub nbd: Vec<NbdAddr>,
+    /// Allow `--nbd tcp:` on an address other than loopback (anyone who can
+    /// reach it can read and write the drive: there is no authentication).
+    #[arg(long)]
+    pub nbd_listen_any: bool,
+    /// Drive profile: a preset name (`vssd profiles`) or a TOML file.
+    #[arg(long, value_name = "P")]
+    pub profile: String,
+    /// Exported capacity (geometry scaled, over-provisioning kept), e.g. `8G`.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub capacity: Option<u64>,
+    /// Sparse backing file for the data (created if missing).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["memory", "state_dir"])]
+    pub backing: Option<PathBuf>,
+    /// Keep the data in memory only (lost on exit).
+    #[arg(long, conflicts_with = "state_dir")]
+    pub memory: bool,
+    /// Directory for the backing file (`disk.img`) and the FTL state (`ftl.state`),
+    /// which is saved on exit and loaded on start.
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Control socket for `vssd ctl`, mode 0600 [default: SOCKET.ctl, or the
+    /// first unix NBD socket's path + `.ctl`].
+    #[arg(long, value_name = "PATH")]
+    pub control: Option<PathBuf>,
+    /// Group allowed to connect to the vhost-user and unix NBD sockets (e.g.
+    /// `libvirt-qemu`, `kvm`): the sockets get this group and mode 0660.
+    #[arg(long, value_name = "GROUP")]
+    pub socket_group: Option<String>,
+    /// Mode of the vhost-user and unix NBD sockets, octal [default: 0600, or
+    /// 0660 with --socket-group].
+    #[arg(long, value_name = "MODE", value_parser = parse_mode)]
+    pub socket_mode: Option<u32>,
+    /// Request queues offered to the guest (QEMU's `num-queues` must not exceed it).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub queues: u16,
+    /// Largest virtqueue size accepted; QEMU's `queue-size` (128 unless set) must not exceed it.
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    pub queue_size: u16,
+    /// Run the queue threads SCHED_FIFO (priority 1) so completions are not
+    /// delayed by busy vCPU threads (needs CAP_SYS_NICE; they only ever sleep
+    /// or do short work).
+    #[arg(long)]
+    pub realtime: bool,
+    /// Seed of the model's random choices.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// Errors of `vssd serve` (startup problems mostly).
+#[derive(Debug, Error)]
+pub enum ServeError {
+    /// The profile does not load.
+    #[error(transparent)]
+    Profile(#[from] ProfileError),
+    /// Another process listens on the socket path.
+    #[error("{0} is in use by a running process (another vssd or qemu-storage-daemon?)")]
+    SocketInUse(PathBuf),
+    /// Something that is not a socket is at the path.
+    #[error("{0} exists and is not a socket; refusing to replace it")]
+    NotASocket(PathBuf),
+    /// The socket's directory does not exist.
+    #[error("cannot create socket {path}: directory {dir} does not exist")]
+    NoSocketDir {
+        /// The socket.
+        path: PathBuf,
+        /// Its missing directory.
+        dir: PathBuf,
+    },
+    /// Binding or preparing a socket failed.
+    #[error("cannot listen on {path}")]
+    Bind {
+        /// The socket.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// Bad option values.
+    #[error("{0}")]
+    Usage(String),
+    /// An NBD listener cannot be set up.
+    #[error("NBD listener {addr}")]
+    Nbd {
+        /// The address.
+        addr: String,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// Opening the drive failed.
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+    /// The state directory is unusable (or locked by another daemon).
+    #[error("state directory")]
+    StateDir(#[from] FileError),
+    /// vhost-user setup failed.
+    #[error("vhost-user: {0}")]
+    Vhost(String),
+    /// Thread, signal or eventfd setup failed.
+    #[error("daemon setup")]
+    Setup(#[source] io::Error),
+}
+
+/// Bind every `--nbd` address (unix sockets private, then given their mode).
+fn bind_nbd(
+    args: &ServeArgs,
+    mode: u32,
+    gid: Option<u32>,
+) -> Result<Vec<(NbdAddr, NbdListener)>, ServeError> {
+    let mut out = Vec::new();
+    for addr in &args.nbd {
+        let l = match addr {
+            NbdAddr::Unix(p) => {
+                claim_socket_path(p)?;
+                let l = bind_private(p, || UnixListener::bind(p))?;
+                set_socket_access(p, mode, gid)?;
+                NbdListener::Unix(l)
+            }
+            NbdAddr::Tcp(a) => {
+                if !a.ip().is_loopback() && !args.nbd_listen_any {
+                    return Err(ServeError::Usage(format!(
+                        "--nbd {addr} is not a loopback address: NBD has no authentication, \
+                         so anyone who reaches it can read and write the drive; add \
+                         --nbd-listen-any if that is really wanted"
+                    )));
+                }
+                let l = TcpListener::bind(a).map_err(|source| ServeError::Nbd {
+                    addr: addr.to_string(),
+                    source,
+                })?;
+                NbdListener::Tcp(l)
+            }
+        };
+        out.push((addr.clone(), l));
+    }
+    Ok(out)
+}
+
+/// The path other default paths derive from: the vhost-user socket, or the
+/// first unix NBD socket.
+fn base_path(args: &ServeArgs) -> Option<PathBuf> {
+    args.socket.clone().or_else(|| {
+        args.nbd.iter().find_map(|a| match a {
+            NbdAddr::Unix(p) => Some(p.clone()),
+            NbdAddr::Tcp(_) => None,
+        })
+    })
+}
+
+/// Run the daemon until SIGINT/SIGTERM.
+pub fn run(args: ServeArgs) -> Result<(), ServeError> {
+    let sigset = block_signals().map_err(ServeError::Setup)?;
+    let profile = Profile::load_with_capacity(&args.profile, args.capacity)?;
+    if !args.queue_size.is_power_of_two() {
+        return Err(ServeError::Usage(format!(
+            "--queue-size {} must be a power of two",
+            args.queue_size
+        )));
+    }
+    let base = base_path(&args);
+    let control = match (&args.control, &base) {
+        (Some(c), _) => c.clone(),
+        (None, Some(b)) => PathBuf::from(format!("{}.ctl", b.display())),
+        (None, None) => {
+            return Err(ServeError::Usage(
+                "with only TCP NBD listeners, say where the control socket goes: --control PATH"
+                    .into(),
+            ));
+        }
+    };
+    let gid = args.socket_group.as_deref().map(group_id).transpose()?;
+    let socket_mode = args
+        .socket_mode
+        .unwrap_or(if gid.is_some() { 0o660 } else { 0o600 });
+    let mut _state_lock = None;
+    let (data, state_file) = match (&args.state_dir, &args.backing, args.memory, &base) {
+        (Some(dir), _, _, _) => {
+            files::private_dir(dir)?;
+            _state_lock = Some(DirLock::acquire(dir)?);
+            (
+                DataLocation::File(dir.join("disk.img")),
+                Some(dir.join("ftl.state")),
+            )
+        }
+        (None, Some(f), _, _) => (DataLocation::File(f.clone()), None),
+        (None, None, true, _) => (DataLocation::Memory, None),
+        (None, None, false, Some(b)) => (
+            DataLocation::File(PathBuf::from(format!("{}.img", b.display()))),
+            None,
+        ),
+        (None, None, false, None) => {
+            return Err(ServeError::Usage(
+                "with only TCP NBD listeners, say where the data goes: --state-dir DIR, \
+                 --backing FILE or --memory"
+                    .into(),
+            ));
+        }
+    };
+
+    if let Some(s) = &args.socket {
+        claim_socket_path(s)?;
+    }
+    claim_socket_path(&control)?;
+
+    let device = Arc::new(Device::open(DeviceOptions {
+        profile,
+        data: data.clone(),
+        state_file,
+        seed: args.seed,
+    })?);
+
+    // Sockets are bound private, then given their final mode (the control
+    // socket stays 0600).
+    let ctl_listener = bind_private(&control, || UnixListener::bind(&control))?;
+    let mut vhost_listener = match &args.socket {
+        Some(s) => {
+            let l = bind_private(s, || {
+                Listener::new(s, false).map_err(|e| io::Error::other(e.to_string()))
+            })?;
+            set_socket_access(s, socket_mode, gid)?;
+            Some(l)
+        }
+        None => None,
+    };
+    let nbd_listeners = bind_nbd(&args, socket_mode, gid)?;
+
+    server::spawn(ctl_listener, device.clone()).map_err(ServeError::Setup)?;
+    spawn_sampler(&device).map_err(ServeError::Setup)?;
+    let nbd = NbdServer::new();
+    for (addr, l) in nbd_listeners {
+        let fe = device.register_frontend("nbd", addr.to_string(), "export \"\" or \"vssd\"");
+        nbd.spawn(device.clone(), fe, addr.clone(), l)
+            .map_err(|source| ServeError::Nbd {
+                addr: addr.to_string(),
+                source,
+            })?;
+    }
+
+    let mut listening: Vec<String> = Vec::new();
+    if let Some(s) = &args.socket {
+        listening.push(format!(
+            "vhost-user-blk {} [{} queue(s)]",
+            s.display(),
+            args.queues
+        ));
+    }
+    listening.extend(args.nbd.iter().map(|a| format!("NBD {a}")));
+    info!(
+        "vssd: {} ({}) on {}; control {}, data {}",
+        device.profile().name,
+        format_size(device.capacity()),
+        listening.join(", "),
+        control.display(),
+        match &data {
+            DataLocation::File(p) => p.display().to_string(),
+            DataLocation::Memory => "in memory".into(),
+        }
+    );
+
+    let stopping = Arc::new(AtomicBool::new(false));
+    let current: Arc<Mutex<Option<Conn>>> = Arc::new(Mutex::new(None));
+    let wake = EventFd::new(EFD_NONBLOCK).map_err(ServeError::Setup)?;
+    {
+        let stopping = stopping.clone();
+        let current = current.clone();
+        let wake = wake.try_clone().map_err(ServeError::Setup)?;
+        thread::Builder::new()
+            .name("vssd-signals".into())
+            .spawn(move || {
+                loop {
+                    let sig = wait_signal(&sigset);
+                    if sig == 0 {
+                        continue;
+                    }
+                    if stopping.swap(true, Ordering::SeqCst) {
+                        warn!(
+                            "signal {sig}: already shutting down, still saving the drive state \
+                             (SIGKILL exits without saving)"
+                        );
+                        continue;
+                    }
+                    info!("signal {sig}: finishing in-flight requests and shutting down");
+                    let _ = wake.write(1);
+                    let cur = current.lock().unwrap_or_else(|e| e.into_inner());
+                    if let Some(c) = cur.as_ref() {
+                        stop_connection(c);
+                    }
+                }
+            })
+            .map_err(ServeError::Setup)?;
+    }
+
+    let result = match vhost_listener.as_mut() {
+        Some(l) => {
+            let fe = device.register_frontend(
+                "vhost-user-blk",
+                args.socket
+                    .as_ref()
+                    .map(|s| s.display().to_string())
+                    .unwrap_or_default(),
+                if args.queues == 1 {
+                    "1 queue".to_string()
+                } else {
+                    format!("{} queues", args.queues)
+                },
+            );
+            vhost::serve_loop(&args, &device, &fe, l, &wake, &stopping, &current)
+        }
+        None => {
+            // NBD only: its threads serve; wait for the signal.
+            while !stopping.load(Ordering::SeqCst) {
+                let _ = vhost::poll_one(std::os::fd::AsRawFd::as_raw_fd(&wake));
+            }
+            Ok(())
+        }
+    };
+
+    nbd.drain_and_close(Duration::from_secs(2));
+    info!("syncing data and saving drive state");
+    let closed = device.close();
+    let _ = std::fs::remove_file(&control);
+    for a in &args.nbd {
+        if let NbdAddr::Unix(p) = a {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+    drop(vhost_listener); // removes the vhost-user socket
+    result?;
+    closed?;
+    info!("vssd: stopped cleanly");
+    Ok(())
+}
+
+/// Sample the drive's counters each second (recent write amplification).
+fn spawn_sampler(device: &Arc<Device>) -> io::Result<()> {
+    let weak = Arc::downgrade(device);
+    thread::Builder::new()
+        .name("vssd-sampler".into())
+        .spawn(move || {
+            while let Some(d) = weak.upgrade() {
+                d.sample();
+                drop(d);
+                thread::sleep(Duration::from_secs(1));
+            }
+        })
+        .map(|_| ())
+}
