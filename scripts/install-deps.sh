@@ -44,6 +44,7 @@ STAGE2=(
     cpio kmod xz-utils  # build-guest.sh: initramfs packing, depmod, vmlinux extraction
     util-linux          # flock, blkdiscard, fstrim
     e2fsprogs           # mkfs.ext4 in guest scripts
+    xfsprogs btrfs-progs dosfstools f2fs-tools  # more filesystems that send TRIM
     gcc libc6-dev       # linker for cargo
     ca-certificates
 )

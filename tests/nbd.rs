@@ -348,7 +348,10 @@ fn malformed_and_hostile_clients_get_errors_not_a_wedged_daemon() {
     // The lazy client's requests leave the in-flight set once it is gone.
     let t = std::time::Instant::now();
     while serve.report().connection.in_flight > 0 {
-        assert!(t.elapsed() < Duration::from_secs(20), "requests stuck in flight");
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "requests stuck in flight"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     let rep = serve.report();

@@ -124,7 +124,12 @@ dpkg-deb --fsys-tarfile "$KDEB" |
         './lib/modules/*/kernel/drivers/nvme' './lib/modules/*/kernel/fs/9p' \
         './lib/modules/*/kernel/fs/netfs' './lib/modules/*/kernel/fs/fscache' \
         './lib/modules/*/kernel/net/9p' './lib/modules/*/kernel/lib' \
-        './lib/modules/*/kernel/crypto' './lib/modules/*/kernel/block' ||
+        './lib/modules/*/kernel/crypto' './lib/modules/*/kernel/block' \
+        './lib/modules/*/kernel/fs/ext4' './lib/modules/*/kernel/fs/jbd2' \
+        './lib/modules/*/kernel/fs/mbcache.ko' './lib/modules/*/kernel/fs/xfs' \
+        './lib/modules/*/kernel/fs/btrfs' './lib/modules/*/kernel/fs/f2fs' \
+        './lib/modules/*/kernel/fs/fat' './lib/modules/*/kernel/fs/nls' \
+        './lib/modules/*/kernel/arch/x86/crypto' ||
     die "cannot unpack $KDEB"
 dpkg-deb -x "$BBDEB" "$WORK/bb" || die "cannot unpack $BBDEB"
 
@@ -171,6 +176,9 @@ WANTED=(
     crct10dif_generic crc64_rocksoft_generic
     ahci sd_mod                    # SATA (NBD -> ide-hd on AHCI)
     nvme                           # NVMe (NBD -> nvme)
+    crc32c_generic                 # crc32c provider (ext4, xfs, btrfs, f2fs checksums)
+    ext4 xfs btrfs f2fs vfat       # filesystems that send TRIM (mount -o discard, fstrim)
+    nls_cp437 nls_iso8859-1        # vfat's default code pages
 )
 declare -A DEPS PATHS DONE
 norm() { local n=${1##*/}; n=${n%%.ko*}; echo "${n//-/_}"; }

@@ -1,0 +1,197 @@
+//! `vssd demo`: vssd's main jobs end to end. Starts `vssd serve`, boots the
+//! test guest on it over the chosen bus, and runs one scenario:
+//!
+//! - [`used_state`] (default): fresh, used (after random writes), trimmed;
+//! - [`trim_passthrough`]: does a filesystem's TRIM reach the drive through
+//!   this bus and driver, and what does it free? (protocol P2, made exact).
+
+pub mod trim_passthrough;
+pub mod used_state;
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+use thiserror::Error;
+
+use super::bus::Bus;
+use super::guest::{GuestError, ensure_image};
+use super::serve::{ServeProcess, ServeProcessError};
+use crate::profile::{Profile, ProfileError};
+use crate::size::{format_size, parse_size};
+
+/// What the demo shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Scenario {
+    /// Sequential writes fresh, after random writes, after a whole-disk TRIM.
+    UsedState,
+    /// A filesystem's deleted files: TRIM with `mount -o discard`, with
+    /// `fstrim`, with neither; what reached the drive and what it freed.
+    TrimPassthrough,
+}
+
+/// Filesystems the trim-passthrough scenario can use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Fs {
+    /// ext4 (`mkfs.ext4 -E nodiscard`).
+    Ext4,
+    /// XFS (`mkfs.xfs -K`).
+    Xfs,
+    /// Btrfs (`mkfs.btrfs -K`).
+    Btrfs,
+    /// F2FS (`mkfs.f2fs -t 0`).
+    F2fs,
+    /// FAT32 (`mkfs.vfat`).
+    Vfat,
+}
+
+/// `vssd demo` options.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// What to show.
+    #[arg(long, value_enum, default_value = "used-state")]
+    pub scenario: Scenario,
+    /// How the guest sees the drive: virtio-blk (vhost-user), a SATA SSD on
+    /// AHCI, or NVMe (both through NBD).
+    #[arg(long, value_enum, default_value = "virtio")]
+    pub bus: Bus,
+    /// Filesystem of the trim-passthrough scenario.
+    #[arg(long, value_enum, default_value = "ext4")]
+    pub fs: Fs,
+    /// Drive profile (preset name or TOML file).
+    #[arg(long, default_value = "sata-mlc-2011")]
+    pub profile: String,
+    /// Exported capacity: small, so the random-write phases take minutes, yet
+    /// large against the drive's write buffer (32 MiB on sata-mlc-2011),
+    /// which would otherwise absorb much of each quarter's writes.
+    #[arg(long, default_value = "1G", value_parser = parse_size)]
+    pub capacity: u64,
+    /// Random 4 KiB writes in each "age the drive" phase, as a multiple of
+    /// the capacity (used-state) or of the files written (trim-passthrough).
+    #[arg(long, default_value_t = 1.5)]
+    pub random_passes: f64,
+    /// Print the results as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Give up after this many seconds (per guest boot).
+    #[arg(long, default_value_t = 1200)]
+    pub timeout: u64,
+}
+
+/// Errors of the demo.
+#[derive(Debug, Error)]
+pub enum DemoError {
+    /// The profile is invalid.
+    #[error(transparent)]
+    Profile(#[from] ProfileError),
+    /// Building or running the guest failed.
+    #[error(transparent)]
+    Guest(#[from] GuestError),
+    /// Starting or talking to `vssd serve` failed.
+    #[error(transparent)]
+    Serve(#[from] ServeProcessError),
+    /// Local files (scratch directory, output).
+    #[error("{0}")]
+    Io(String),
+    /// The guest script failed.
+    #[error("the guest script failed (status {status}); its output:\n{output}")]
+    Script {
+        /// Exit status.
+        status: i32,
+        /// What it printed.
+        output: String,
+    },
+    /// fio's output could not be read.
+    #[error("could not read fio's result for phase {phase}: {why}")]
+    Fio {
+        /// Phase name.
+        phase: String,
+        /// Why.
+        why: String,
+    },
+}
+
+/// What every scenario needs: the drive, a scratch directory, messages.
+pub struct Env {
+    /// The drive's profile at the chosen capacity.
+    pub profile: Profile,
+    /// Private scratch directory (sockets, logs), removed at the end.
+    pub dir: tempfile::TempDir,
+    exe: PathBuf,
+    args_profile: String,
+    capacity: u64,
+    bus: Bus,
+    quiet: bool,
+}
+
+impl Env {
+    /// A progress message on stderr (not in JSON mode).
+    pub fn say(&self, m: &str) {
+        if !self.quiet {
+            eprintln!("vssd demo: {m}");
+        }
+    }
+
+    /// Print the result on stdout.
+    pub fn print(&self, text: &str) -> Result<(), DemoError> {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{text}")
+            .and_then(|()| out.flush())
+            .map_err(|e| DemoError::Io(format!("writing the result: {e}")))
+    }
+
+    /// Start `vssd serve` for the bus: data in memory, SCHED_FIFO
+    /// completion threads (they keep completions on time while the guest's
+    /// vCPUs use every core; a warning where that is not permitted).
+    pub fn start_serve(&self) -> Result<ServeProcess, DemoError> {
+        self.say(&format!(
+            "starting vssd serve: profile {}, {} (predicted fresh sequential write {:.0} MB/s), {} bus",
+            self.profile.name,
+            format_size(self.capacity),
+            self.profile.predict().seq_write_bytes_s / 1e6,
+            self.bus
+        ));
+        let args = [
+            "--profile".to_string(),
+            self.args_profile.clone(),
+            "--capacity".to_string(),
+            self.capacity.to_string(),
+            "--memory".to_string(),
+            "--realtime".to_string(),
+        ];
+        Ok(ServeProcess::start(
+            &self.exe,
+            self.dir.path(),
+            self.bus,
+            2,
+            &args,
+        )?)
+    }
+}
+
+/// Run the demo.
+pub fn run(args: DemoArgs) -> Result<(), DemoError> {
+    let profile = Profile::load_with_capacity(&args.profile, Some(args.capacity))?;
+    let dir = tempfile::Builder::new()
+        .prefix("vssd-demo-")
+        .tempdir()
+        .map_err(|e| DemoError::Io(format!("creating a scratch directory: {e}")))?;
+    let exe = std::env::current_exe()
+        .map_err(|e| DemoError::Io(format!("finding the vssd binary: {e}")))?;
+    let env = Env {
+        profile,
+        dir,
+        exe,
+        args_profile: args.profile.clone(),
+        capacity: args.capacity,
+        bus: args.bus,
+        quiet: args.json,
+    };
+    env.say("preparing the test guest (first run downloads a Debian kernel)");
+    ensure_image()?;
+    match args.scenario {
+        Scenario::UsedState => used_state::run(&args, &env),
+        Scenario::TrimPassthrough => trim_passthrough::run(&args, &env),
+    }
+}
