@@ -10,7 +10,9 @@
 pub mod engine;
 pub mod hist;
 pub mod jobfile;
+mod logs;
 pub mod report;
+pub mod results;
 pub mod rng;
 
 use std::io::IsTerminal;

@@ -1,0 +1,107 @@
+//! The mutable state of a run: one [`JobState`] per instance of the plan.
+
+use super::super::logs::BwAcc;
+use super::super::results::DirReport;
+use super::super::rng::{Perm, Rng};
+use super::plan::JobPlan;
+
+/// Where an instance is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Phase {
+    /// Its group has not started, or its `startdelay` has not passed.
+    Waiting,
+    /// Issuing I/O.
+    Running,
+    /// Ended.
+    Done,
+}
+
+/// What changes while an instance runs.
+#[derive(Debug)]
+pub(super) struct JobState {
+    pub rng: Rng,
+    pub perm: Option<Perm>,
+    pub seq_pos: [u64; 3],
+    pub phase: Phase,
+    pub start_ns: u64,
+    pub stats_start_ns: u64,
+    pub deadline_ns: u64,
+    pub issued_bytes: u64,
+    pub issued_ios: u64,
+    pub think_count: u64,
+    /// Time of the last issue and how many I/Os were issued at that very
+    /// time: a time-based job on a drive that takes no time would never end.
+    pub last_issue_ns: u64,
+    pub same_time_issues: u32,
+    pub thinking: bool,
+    pub resume_pending: bool,
+    pub fsynced: bool,
+    pub stop: bool,
+    pub outstanding: u32,
+    pub last_done_ns: u64,
+    pub stats: [DirReport; 3],
+    pub bw: BwAcc,
+}
+
+impl JobState {
+    /// The state of an instance before it starts.
+    pub fn new(p: &JobPlan) -> JobState {
+        let mut rng = Rng::new(p.seed);
+        let perm = (p.random && !p.norandommap).then(|| Perm::new(p.slots, rng.next_u64()));
+        JobState {
+            rng,
+            perm,
+            seq_pos: [0; 3],
+            phase: Phase::Waiting,
+            start_ns: 0,
+            stats_start_ns: 0,
+            deadline_ns: u64::MAX,
+            issued_bytes: 0,
+            issued_ios: 0,
+            think_count: 0,
+            last_issue_ns: u64::MAX,
+            same_time_issues: 0,
+            thinking: false,
+            resume_pending: false,
+            fsynced: false,
+            stop: false,
+            outstanding: 0,
+            last_done_ns: 0,
+            stats: Default::default(),
+            bw: BwAcc::new(p.log_avg_ns, p.dirs, p.bs),
+        }
+    }
+
+    /// Whether the instance may issue another I/O at `t`.
+    #[inline]
+    pub fn can_issue(&self, p: &JobPlan, t: u64) -> bool {
+        !self.stop
+            && t < self.deadline_ns
+            && self.issued_ios < p.ios_limit
+            && (p.time_based || self.issued_bytes < p.io_limit)
+    }
+
+    /// Fraction done at `t`, 0..=1, for the progress bar.
+    pub fn progress(&self, p: &JobPlan, t: u64) -> f64 {
+        match self.phase {
+            Phase::Waiting => 0.0,
+            Phase::Done => 1.0,
+            Phase::Running => {
+                let mut f: f64 = 0.0;
+                if self.deadline_ns != u64::MAX {
+                    f = f.max(
+                        t.saturating_sub(self.start_ns) as f64
+                            / (self.deadline_ns - self.start_ns).max(1) as f64,
+                    );
+                }
+                if !p.time_based && p.io_limit != u64::MAX {
+                    f = f.max(self.issued_bytes as f64 / p.io_limit.max(1) as f64);
+                }
+                if p.ios_limit != u64::MAX {
+                    f = f.max(self.issued_ios as f64 / p.ios_limit as f64);
+                }
+                f.min(1.0)
+            }
+        }
+    }
+}

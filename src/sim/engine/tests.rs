@@ -1,0 +1,402 @@
+use super::*;
+use crate::model::Counters;
+use crate::sim::jobfile::parse;
+
+/// A stand-in drive: one server, fixed service time per request, or
+/// fully parallel when `serial` is false. Records every request.
+struct Mock {
+    cap: u64,
+    lat: u64,
+    serial: bool,
+    busy_until: u64,
+    log: Vec<(u64, u64, Request)>,
+}
+
+impl Mock {
+    fn new(cap: u64, lat: u64, serial: bool) -> Mock {
+        Mock {
+            cap,
+            lat,
+            serial,
+            busy_until: 0,
+            log: Vec::new(),
+        }
+    }
+
+    /// Most requests in flight at once.
+    fn max_in_flight(&self) -> usize {
+        let mut ev: Vec<(u64, i32)> = Vec::new();
+        for &(s, d, _) in &self.log {
+            ev.push((s, 1));
+            ev.push((d, -1));
+        }
+        ev.sort();
+        let (mut cur, mut max) = (0i32, 0i32);
+        for (_, x) in ev {
+            cur += x;
+            max = max.max(cur);
+        }
+        max as usize
+    }
+}
+
+impl Target for Mock {
+    fn capacity(&self) -> u64 {
+        self.cap
+    }
+    fn submit(&mut self, now: u64, req: &Request) -> Result<Completion, ModelError> {
+        if req.offset + req.len > self.cap {
+            return Err(ModelError::OutOfRange {
+                offset: req.offset,
+                len: req.len,
+                capacity: self.cap,
+            });
+        }
+        let done = if self.serial {
+            self.busy_until = self.busy_until.max(now) + self.lat;
+            self.busy_until
+        } else {
+            now + self.lat
+        };
+        self.log.push((now, done, *req));
+        Ok(Completion {
+            submit_ns: now,
+            done_ns: done,
+        })
+    }
+}
+
+const MIB: u64 = 1 << 20;
+
+fn run(m: &mut Mock, text: &str) -> Vec<JobReport> {
+    let jf = parse(text, "t.fio").unwrap();
+    run_jobs(m, &jf.jobs, 1, 0, &mut |_| {}).unwrap().0
+}
+
+#[test]
+fn keeps_iodepth_outstanding() {
+    let mut m = Mock::new(64 * MIB, 100_000, false);
+    let r = run(&mut m, "[j]\nrw=read\nbs=4k\nsize=1m\niodepth=4\n");
+    assert_eq!(m.log.len(), 256);
+    assert_eq!(m.max_in_flight(), 4);
+    assert_eq!(r[0].runtime_ns(), 64 * 100_000);
+    assert_eq!(r[0].dir[0].ios, 256);
+    assert_eq!(r[0].dir[0].io_bytes, MIB);
+    assert!((r[0].bw_bytes(Dir::Read) - MIB as f64 / 0.0064).abs() < 1.0);
+    assert_eq!(r[0].dir[0].clat.mean(), 100_000.0);
+}
+
+#[test]
+fn sequential_offsets_and_region() {
+    let mut m = Mock::new(64 * MIB, 1000, false);
+    run(&mut m, "[j]\nrw=write\nbs=128k\nsize=1m\noffset=1m\n");
+    let offs: Vec<u64> = m.log.iter().map(|l| l.2.offset).collect();
+    let want: Vec<u64> = (0..8).map(|i| MIB + i * 131072).collect();
+    assert_eq!(offs, want);
+    assert!(
+        m.log
+            .iter()
+            .all(|l| l.2.op == Op::Write && l.2.len == 131072)
+    );
+}
+
+#[test]
+fn random_map_covers_each_block_once() {
+    let mut m = Mock::new(64 * MIB, 1000, false);
+    run(
+        &mut m,
+        "[j]\nrw=randwrite\nbs=4k\nsize=1m\noffset=2m\niodepth=8\n",
+    );
+    let mut offs: Vec<u64> = m.log.iter().map(|l| l.2.offset).collect();
+    assert_eq!(offs.len(), 256);
+    let sequential = offs.windows(2).filter(|w| w[1] == w[0] + 4096).count();
+    assert!(sequential < 20, "{sequential} sequential pairs");
+    offs.sort_unstable();
+    let want: Vec<u64> = (0..256).map(|i| 2 * MIB + i * 4096).collect();
+    assert_eq!(offs, want);
+
+    let mut m = Mock::new(64 * MIB, 1000, false);
+    run(&mut m, "[j]\nrw=randwrite\nbs=4k\nsize=1m\nnorandommap\n");
+    let mut offs: Vec<u64> = m.log.iter().map(|l| l.2.offset).collect();
+    offs.sort_unstable();
+    offs.dedup();
+    // 256 draws from 256 blocks: about 1 - 1/e of them distinct.
+    assert!((130..200).contains(&offs.len()), "{}", offs.len());
+}
+
+#[test]
+fn io_size_loops_and_number_ios_stops() {
+    let mut m = Mock::new(64 * MIB, 1000, false);
+    run(&mut m, "[j]\nrw=write\nbs=64k\nsize=128k\nio_size=512k\n");
+    let offs: Vec<u64> = m.log.iter().map(|l| l.2.offset).collect();
+    assert_eq!(offs, [0, 65536, 0, 65536, 0, 65536, 0, 65536]);
+    let mut m = Mock::new(64 * MIB, 1000, false);
+    run(&mut m, "[j]\nrw=randread\nnumber_ios=10\niodepth=3\n");
+    assert_eq!(m.log.len(), 10);
+    let mut m = Mock::new(64 * MIB, 1000, false);
+    run(&mut m, "[j]\nrw=write\nbs=64k\nsize=128k\nloops=3\n");
+    assert_eq!(m.log.len(), 6);
+    let mut m = Mock::new(64 * MIB, 1000, false);
+    run(&mut m, "[j]\nrw=write\nbs=64k\nsize=128k\nio_size=150%\n");
+    assert_eq!(m.log.len(), 3);
+}
+
+#[test]
+fn stonewall_startdelay_and_concurrency() {
+    let mut m = Mock::new(64 * MIB, 1000, false);
+    let r = run(
+        &mut m,
+        "[a]\nrw=read\nsize=40k\n[b]\nrw=write\nsize=40k\nstartdelay=1ms\n[c]\nstonewall\nrw=trim\nsize=40k\n",
+    );
+    assert_eq!(r.iter().map(|j| j.group).collect::<Vec<_>>(), [0, 0, 1]);
+    assert_eq!(r[0].start_ns, 0);
+    assert_eq!(r[1].start_ns, 1_000_000);
+    // a and b overlap in time; c starts when both have ended.
+    assert_eq!(r[0].end_ns, 10_000);
+    assert_eq!(r[1].end_ns, 1_010_000);
+    assert_eq!(r[2].start_ns, 1_010_000);
+    let first_trim = m.log.iter().find(|l| l.2.op == Op::Trim).unwrap();
+    assert_eq!(first_trim.0, 1_010_000);
+}
+
+#[test]
+fn time_based_loops_until_runtime() {
+    let mut m = Mock::new(64 * MIB, 1_000_000, false);
+    let r = run(
+        &mut m,
+        "[j]\nrw=write\nbs=4k\nsize=8k\ntime_based\nruntime=100ms\n",
+    );
+    assert_eq!(m.log.len(), 100);
+    assert_eq!(r[0].runtime_ns(), 100_000_000);
+    assert!(m.log.iter().all(|l| l.2.offset < 8192));
+}
+
+#[test]
+fn ramp_time_is_excluded() {
+    let mut m = Mock::new(64 * MIB, 1_000_000, false);
+    let r = run(
+        &mut m,
+        "[j]\nrw=read\ntime_based\nruntime=50ms\nramp_time=20ms\n",
+    );
+    // 20 I/Os issued in the ramp, 50 after; the last ramp I/O completes
+    // exactly when statistics start, so it counts (fio resets its
+    // statistics at that moment and counts later completions).
+    assert_eq!(m.log.len(), 70);
+    assert_eq!(r[0].dir[0].ios, 51);
+    assert_eq!(r[0].stats_start_ns, 20_000_000);
+    assert_eq!(r[0].runtime_ns(), 50_000_000);
+}
+
+#[test]
+fn thinktime_drains_then_sleeps() {
+    let mut m = Mock::new(64 * MIB, 1_000_000, false);
+    let r = run(
+        &mut m,
+        "[j]\nrw=read\nnumber_ios=10\niodepth=2\nthinktime=1000\nthinktime_blocks=2\n",
+    );
+    // Pairs of I/Os (1 ms), then 1 ms of thinking: 5 pairs, 4 pauses.
+    assert_eq!(m.log.len(), 10);
+    assert_eq!(m.max_in_flight(), 2);
+    assert_eq!(r[0].runtime_ns(), 9_000_000);
+}
+
+#[test]
+fn bw_log_intervals() {
+    // Serial 1 ms per 4 KiB: 100 I/Os per 100 ms interval = 4000 KiB/s.
+    let mut m = Mock::new(64 * MIB, 1_000_000, true);
+    let r = run(
+        &mut m,
+        "[j]\nrw=write\nbs=4k\nnumber_ios=1000\niodepth=4\nlog_avg_msec=100\n",
+    );
+    let log = &r[0].bw_log;
+    assert_eq!(log.len(), 10, "{log:?}");
+    assert_eq!(log[0].msec, 100);
+    assert_eq!(log[9].msec, 1000);
+    assert!(
+        log[1..]
+            .iter()
+            .all(|s| s.kib_s == 4000 && s.dir == Dir::Write && s.bs == 4096),
+        "{log:?}"
+    );
+}
+
+#[test]
+fn mixed_reads_and_writes() {
+    let mut m = Mock::new(64 * MIB, 1000, false);
+    let r = run(
+        &mut m,
+        "[j]\nrw=randrw\nrwmixread=70\nbs=4k,16k\nnumber_ios=10000\nio_size=1g\nbuffer_compress_percentage=40\n",
+    );
+    let reads = m.log.iter().filter(|l| l.2.op == Op::Read).count();
+    assert!((6700..7300).contains(&reads), "{reads}");
+    assert!(m.log.iter().all(|l| match l.2.op {
+        Op::Read => l.2.len == 4096 && l.2.payload == Payload::Unknown,
+        _ => l.2.len == 16384 && l.2.payload == Payload::Compressible { percent: 40 },
+    }));
+    assert_eq!(r[0].dirs, [Dir::Read, Dir::Write]);
+    assert_eq!(r[0].dir[0].ios + r[0].dir[1].ios, 10000);
+}
+
+#[test]
+fn whole_device_trim_is_one_request() {
+    let mut m = Mock::new(64 * MIB, 1000, false);
+    run(&mut m, "[j]\nrw=trim\nbs=64m\n");
+    assert_eq!(m.log.len(), 1);
+    assert_eq!(
+        (m.log[0].2.offset, m.log[0].2.len, m.log[0].2.op),
+        (0, 64 * MIB, Op::Trim)
+    );
+}
+
+#[test]
+fn numjobs_offsets_group_reporting_exitall() {
+    let mut m = Mock::new(64 * MIB, 1000, false);
+    let jf = parse(
+        "[j]\nrw=write\nbs=4k\nsize=8k\nnumjobs=3\noffset_increment=1m\ngroup_reporting\n",
+        "t",
+    )
+    .unwrap();
+    let (reps, ops, _) = run_jobs(&mut m, &jf.jobs, 1, 0, &mut |_| {}).unwrap();
+    assert_eq!(ops, 6);
+    let mut offs: Vec<u64> = m.log.iter().map(|l| l.2.offset).collect();
+    offs.sort_unstable();
+    assert_eq!(offs, [0, 4096, MIB, MIB + 4096, 2 * MIB, 2 * MIB + 4096]);
+    let rr = RunReport {
+        profile: "mock".into(),
+        capacity: m.cap,
+        seed: 1,
+        jobs: reps,
+        counters: Counters::default(),
+        sim_ops: ops,
+        start_ns: 0,
+        end_ns: 0,
+    };
+    let merged = rr.reported_jobs();
+    assert_eq!(merged.len(), 1);
+    assert_eq!((merged[0].jobs, merged[0].dir[1].ios), (3, 6));
+
+    let mut m = Mock::new(64 * MIB, 1000, false);
+    let r = run(
+        &mut m,
+        "[short]\nrw=read\nsize=4k\nexitall\n[long]\nrw=read\nsize=1m\n",
+    );
+    assert_eq!(r[1].dir[0].ios, 1);
+}
+
+#[test]
+fn regions_outside_the_drive_are_errors() {
+    let mut m = Mock::new(64 * MIB, 1000, false);
+    for text in [
+        "[j]\noffset=64m\n",
+        "[j]\nbs=128m\nrw=write\n",
+        "[j]\nsize=2k\n",
+    ] {
+        let jf = parse(text, "t").unwrap();
+        let e = run_jobs(&mut m, &jf.jobs, 1, 0, &mut |_| {}).unwrap_err();
+        assert!(matches!(e, SimError::Job { .. }), "{text}: {e}");
+    }
+    // A size beyond the end is clamped to the drive.
+    let r = run(&mut m, "[j]\nrw=write\nbs=1m\noffset=60m\nsize=100m\n");
+    assert_eq!(r[0].dir[1].io_bytes, 4 * MIB);
+}
+
+#[test]
+fn seeds_decide_random_offsets() {
+    let offsets = |seed: u64, text: &str| {
+        let mut m = Mock::new(64 * MIB, 1000, false);
+        let jf = parse(text, "t").unwrap();
+        run_jobs(&mut m, &jf.jobs, seed, 0, &mut |_| {}).unwrap();
+        m.log.iter().map(|l| l.2.offset).collect::<Vec<_>>()
+    };
+    let j = "[j]\nrw=randread\nnumber_ios=50\n";
+    assert_eq!(offsets(1, j), offsets(1, j));
+    assert_ne!(offsets(1, j), offsets(2, j));
+    let j = "[j]\nrw=randread\nnumber_ios=50\nrandseed=9\n";
+    assert_eq!(offsets(1, j), offsets(2, j));
+}
+
+#[test]
+fn time_based_job_on_a_timeless_drive_is_an_error() {
+    let mut m = Mock::new(64 * MIB, 0, false);
+    let jf = parse("[j]\nrw=read\ntime_based\nruntime=1\n", "t").unwrap();
+    let e = run_jobs(&mut m, &jf.jobs, 1, 0, &mut |_| {}).unwrap_err();
+    assert!(e.to_string().contains("stopped advancing"), "{e}");
+    // Without time_based the job ends by size, even at zero latency.
+    let r = run(&mut m, "[j]\nrw=read\nsize=1m\n");
+    assert_eq!((r[0].dir[0].ios, r[0].runtime_ns()), (256, 0));
+}
+
+#[test]
+fn end_fsync_flushes() {
+    let mut m = Mock::new(64 * MIB, 1000, false);
+    run(&mut m, "[j]\nrw=write\nsize=8k\nend_fsync=1\n");
+    assert_eq!(m.log.last().unwrap().2.op, Op::Flush);
+}
+mod prop {
+    use super::*;
+    use proptest::prelude::{
+        Just, Strategy, any, prop_assert, prop_assert_eq, prop_oneof, proptest,
+    };
+
+    fn job_text() -> impl Strategy<Value = String> {
+        (
+            prop_oneof![
+                Just("read"),
+                Just("write"),
+                Just("trim"),
+                Just("randread"),
+                Just("randwrite"),
+                Just("randtrim"),
+                Just("rw"),
+                Just("randrw")
+            ],
+            prop_oneof![Just("512"), Just("4k"), Just("64k"), Just("4k,16k")],
+            (0u32..90, 1u32..=100),
+            1u32..16,
+            1u64..300,
+            1u32..3,
+            any::<bool>(),
+            prop_oneof![Just(""), Just("thinktime=20\nthinktime_blocks=3\n")],
+            any::<bool>(),
+        )
+            .prop_map(|(rw, bs, (off, size), qd, n, numjobs, sw, think, nomap)| {
+                format!(
+                    "[j]\nrw={rw}\nbs={bs}\noffset={off}%\nsize={size}%\niodepth={qd}\nnumber_ios={n}\nnumjobs={numjobs}\n{}{think}{}",
+                    if sw { "stonewall\n" } else { "" },
+                    if nomap { "norandommap\n" } else { "" }
+                )
+            })
+    }
+
+    proptest! {
+        /// Whatever the jobs, every request lies inside the drive (the
+        /// mock refuses others), every job ends, counts add up, and no job
+        /// has more than its iodepth in flight.
+        #[test]
+        fn engine_invariants(texts in proptest::collection::vec(job_text(), 1..4), seed: u64) {
+            let text: String = texts.concat();
+            let jf = parse(&text, "p").unwrap();
+            let mut m = Mock::new(8 * MIB, 5_000, true);
+            let (reps, ops, end) = match run_jobs(&mut m, &jf.jobs, seed, 0, &mut |_| {}) {
+                Ok(x) => x,
+                Err(SimError::Job { .. }) => return Ok(()),
+                Err(e) => panic!("{e}"),
+            };
+            prop_assert_eq!(ops as usize, m.log.len());
+            let counted: u64 = reps.iter().flat_map(|r| r.dir.iter()).map(|d| d.ios).sum();
+            prop_assert_eq!(counted, ops);
+            let depth: u32 = jf.jobs.iter().map(|j| j.iodepth * j.numjobs).sum();
+            prop_assert!(m.max_in_flight() <= depth as usize);
+            for r in &reps {
+                prop_assert!(r.end_ns <= end);
+                let ios: u64 = r.dir.iter().map(|d| d.ios).sum();
+                prop_assert!(ios >= 1);
+            }
+            let mut t = 0;
+            for &(s, _, _) in &m.log {
+                prop_assert!(s >= t, "submissions go back in time");
+                t = s;
+            }
+        }
+    }
+}
