@@ -12,9 +12,13 @@ const GROUPS: usize = (MAX_BITS - SUB_BITS + 1) as usize;
 const BUCKETS: usize = (GROUPS + 1) * SUB as usize;
 
 /// A latency histogram with exact count, min, max, mean and standard deviation.
+///
+/// The buckets are allocated at the first sample, so a direction a job never
+/// uses costs no bucket memory.
 #[derive(Clone)]
 pub struct Histogram {
-    counts: Box<[u64; BUCKETS]>,
+    /// Empty until the first sample, then `BUCKETS` long.
+    counts: Box<[u64]>,
     n: u64,
     min: u64,
     max: u64,
@@ -67,7 +71,7 @@ impl Histogram {
     /// Empty.
     pub fn new() -> Histogram {
         Histogram {
-            counts: Box::new([0; BUCKETS]),
+            counts: Box::new([]),
             n: 0,
             min: u64::MAX,
             max: 0,
@@ -76,10 +80,23 @@ impl Histogram {
         }
     }
 
+    #[cold]
+    fn allocate(&mut self) {
+        self.counts = vec![0; BUCKETS].into_boxed_slice();
+    }
+
+    /// Heap memory held, bytes.
+    pub fn heap_bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.counts)
+    }
+
     /// Record one latency in ns.
     #[inline]
     pub fn record(&mut self, v: u64) {
         let v = v.min((1u64 << MAX_BITS) - 1);
+        if self.counts.is_empty() {
+            self.allocate();
+        }
         self.counts[bucket_of(v)] += 1;
         self.n += 1;
         self.min = self.min.min(v);
@@ -90,6 +107,12 @@ impl Histogram {
 
     /// Add another histogram's samples.
     pub fn merge(&mut self, o: &Histogram) {
+        if o.counts.is_empty() {
+            return;
+        }
+        if self.counts.is_empty() {
+            self.allocate();
+        }
         for (a, b) in self.counts.iter_mut().zip(o.counts.iter()) {
             *a += b;
         }

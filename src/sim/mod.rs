@@ -111,6 +111,8 @@ pub fn run(args: SimArgs) -> Result<(), SimError> {
     let profile = Profile::load_with_capacity(&args.profile, args.capacity)?;
     let wall = Instant::now();
     let mut sim = Simulation::new(&profile, args.seed);
+    // Memory bounded by what is logged: keep series only for logs to write.
+    sim.set_keep_bw_series(args.bw_log.is_some());
     let init = wall.elapsed();
 
     let bar = indicatif::ProgressBar::with_draw_target(

@@ -89,26 +89,16 @@ struct JsonDir {
     bw_samples: u64,
 }
 
-/// Summary of a job's bandwidth-log samples for one direction, KiB/s.
+/// Summary of a job's bandwidth samples for one direction, KiB/s:
+/// (min, max, mean, stddev, count).
 fn bw_sample_stats(j: &JobReport, d: Dir) -> (u64, u64, f64, f64, u64) {
-    let v: Vec<u64> = j
-        .bw_log
-        .iter()
-        .filter(|s| s.dir == d)
-        .map(|s| s.kib_s)
-        .collect();
-    if v.is_empty() {
-        return (0, 0, 0.0, 0.0, 0);
-    }
-    let n = v.len() as f64;
-    let mean = v.iter().sum::<u64>() as f64 / n;
-    let var = v.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / n;
+    let s = &j.bw_stats[d as usize];
     (
-        *v.iter().min().unwrap_or(&0),
-        *v.iter().max().unwrap_or(&0),
-        round3(mean),
-        round3(var.sqrt()),
-        v.len() as u64,
+        s.min(),
+        s.max(),
+        round3(s.mean()),
+        round3(s.stddev()),
+        s.count(),
     )
 }
 
@@ -350,7 +340,7 @@ pub fn normal(r: &RunReport) -> String {
     let groups = jobs.iter().map(|j| j.group).max().map_or(0, |g| g + 1);
     for g in 0..groups {
         let _ = writeln!(out, "Run status group {g} (all jobs):");
-        let members: Vec<&JobReport> = jobs.iter().filter(|j| j.group == g).collect();
+        let members: Vec<&JobReport> = jobs.iter().map(|j| &**j).filter(|j| j.group == g).collect();
         for d in Dir::ALL {
             let io: u64 = members.iter().map(|j| j.dir[d as usize].io_bytes).sum();
             if io == 0 {

@@ -1,9 +1,12 @@
 //! What a run produced: per-instance and per-run results, in virtual time.
 
+use std::borrow::Cow;
+
 use crate::model::Counters;
 
 use super::hist::Histogram;
 use super::jobfile::Dir;
+pub use super::logs::SampleStats;
 
 /// One bandwidth-log entry: the average over one `log_avg_msec` interval.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,8 +59,11 @@ pub struct JobReport {
     pub stats_start_ns: u64,
     /// Virtual time of its last counted completion, ns.
     pub end_ns: u64,
-    /// Bandwidth log, one entry per direction per interval.
+    /// Bandwidth log, one entry per direction per interval with I/O of that
+    /// direction; empty unless the series was kept (see `Plan::keep_all_bw_series`).
     pub bw_log: Vec<BwSample>,
+    /// Statistics of the bandwidth samples by direction, KiB/s (always kept).
+    pub bw_stats: [SampleStats; 3],
     /// Percentiles to report.
     pub percentiles: Vec<f64>,
     /// Whether the job asked for `group_reporting`.
@@ -70,6 +76,12 @@ impl JobReport {
     /// Time over which bandwidth is computed: stats start to last completion, ns.
     pub fn runtime_ns(&self) -> u64 {
         self.end_ns.saturating_sub(self.stats_start_ns)
+    }
+
+    /// Heap memory held by this report's histograms and logs, bytes.
+    pub fn heap_bytes(&self) -> usize {
+        self.dir.iter().map(|d| d.clat.heap_bytes()).sum::<usize>()
+            + self.bw_log.capacity() * std::mem::size_of::<BwSample>()
     }
 
     /// Bandwidth in bytes per second of virtual time.
@@ -119,6 +131,9 @@ impl JobReport {
         self.stats_start_ns = self.stats_start_ns.min(o.stats_start_ns);
         self.end_ns = self.end_ns.max(o.end_ns);
         self.bw_log.extend_from_slice(&o.bw_log);
+        for (a, b) in self.bw_stats.iter_mut().zip(o.bw_stats.iter()) {
+            a.merge(b);
+        }
     }
 }
 
@@ -145,9 +160,10 @@ pub struct RunReport {
 
 impl RunReport {
     /// Jobs as fio reports them: with `group_reporting` anywhere in a
-    /// stonewall group, that group's instances merged into one.
-    pub fn reported_jobs(&self) -> Vec<JobReport> {
-        let mut out: Vec<JobReport> = Vec::new();
+    /// stonewall group, that group's instances merged into one. Instances
+    /// not merged are borrowed, not copied.
+    pub fn reported_jobs(&self) -> Vec<Cow<'_, JobReport>> {
+        let mut out: Vec<Cow<'_, JobReport>> = Vec::new();
         let mut i = 0;
         while i < self.jobs.len() {
             let g = self.jobs[i].group;
@@ -161,9 +177,9 @@ impl RunReport {
                 for o in &members[1..] {
                     m.merge(o);
                 }
-                out.push(m);
+                out.push(Cow::Owned(m));
             } else {
-                out.extend_from_slice(members);
+                out.extend(members.iter().map(Cow::Borrowed));
             }
             i = end;
         }

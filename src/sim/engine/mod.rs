@@ -78,6 +78,7 @@ pub struct Simulation {
     ssd: Ssd,
     now_ns: u64,
     seed: u64,
+    keep_bw_series: bool,
 }
 
 /// I/Os a time-based job may issue at one instant before the run is declared stuck.
@@ -381,12 +382,26 @@ impl Simulation {
             ssd: Ssd::new(profile, seed),
             now_ns: 0,
             seed,
+            keep_bw_series: true,
         }
     }
 
     /// Continue with an existing drive (e.g. one preconditioned through the model API).
     pub fn with_ssd(ssd: Ssd, now_ns: u64, seed: u64) -> Simulation {
-        Simulation { ssd, now_ns, seed }
+        Simulation {
+            ssd,
+            now_ns,
+            seed,
+            keep_bw_series: true,
+        }
+    }
+
+    /// Whether every job's bandwidth series is kept in its report (the
+    /// default), or only those of jobs with `write_bw_log`. Statistics of
+    /// the series are always kept; the series costs memory in proportion
+    /// to the run's virtual duration.
+    pub fn set_keep_bw_series(&mut self, keep: bool) {
+        self.keep_bw_series = keep;
     }
 
     /// The drive.
@@ -423,7 +438,11 @@ impl Simulation {
     ) -> Result<RunReport, SimError> {
         let start = self.now_ns;
         let capacity = self.ssd.capacity();
-        let (reports, sim_ops, end) = run_jobs(&mut self.ssd, jobs, self.seed, start, progress)?;
+        let mut plan = resolve(jobs, capacity, self.seed)?;
+        if self.keep_bw_series {
+            plan.keep_all_bw_series();
+        }
+        let (reports, sim_ops, end) = run_plan(&mut self.ssd, &plan, start, progress)?;
         self.now_ns = end;
         Ok(RunReport {
             profile: self.ssd.profile().name.clone(),
@@ -447,7 +466,8 @@ pub fn run_jobs<T: Target>(
     start: u64,
     progress: &mut dyn FnMut(f64),
 ) -> Result<(Vec<JobReport>, u64, u64), SimError> {
-    let plan = resolve(jobs, dev.capacity(), seed)?;
+    let mut plan = resolve(jobs, dev.capacity(), seed)?;
+    plan.keep_all_bw_series();
     run_plan(dev, &plan, start, progress)
 }
 
@@ -525,6 +545,7 @@ pub fn run_plan<T: Target>(
                 stats_start_ns: j.stats_start_ns,
                 end_ns: j.last_done_ns,
                 bw_log: j.bw.samples,
+                bw_stats: j.bw.stats,
                 percentiles: p.percentiles.clone(),
                 group_reporting: p.group_reporting,
                 write_bw_log: p.write_bw_log.clone(),

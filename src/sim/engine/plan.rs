@@ -7,7 +7,7 @@ use std::ops::Range;
 use crate::model::Payload;
 
 use super::super::SimError;
-use super::super::jobfile::{Dir, JobSpec, RwKind, SizeSpec};
+use super::super::jobfile::{Dir, JobSpec, RwKind, SizeSpec, check_instances};
 use super::super::rng::derive_seed;
 
 /// One job instance (a `numjobs` clone is an instance of its own), resolved.
@@ -73,6 +73,9 @@ pub struct JobPlan {
     pub write_bw_log: Option<String>,
     /// Bandwidth-log interval, ns.
     pub log_avg_ns: u64,
+    /// Keep the bandwidth series in memory (it is to be written, or the
+    /// caller asked for it); otherwise only its statistics are kept.
+    pub keep_bw_series: bool,
     /// The job's random seed.
     pub seed: u64,
 }
@@ -86,8 +89,18 @@ pub struct Plan {
     pub groups: Vec<Range<usize>>,
 }
 
+impl Plan {
+    /// Keep every instance's bandwidth series in memory, logged or not.
+    pub fn keep_all_bw_series(&mut self) {
+        for j in &mut self.jobs {
+            j.keep_bw_series = true;
+        }
+    }
+}
+
 /// Turn job specs into instances with regions resolved against the drive.
 pub fn resolve(jobs: &[JobSpec], capacity: u64, seed: u64) -> Result<Plan, SimError> {
+    check_instances(jobs)?;
     let mut out: Vec<JobPlan> = Vec::new();
     let mut group = 0usize;
     for (ji, spec) in jobs.iter().enumerate() {
@@ -206,6 +219,7 @@ fn resolve_one(
         group_reporting: spec.group_reporting,
         write_bw_log: spec.write_bw_log.clone(),
         log_avg_ns: spec.log_avg_msec.max(1) * 1_000_000,
+        keep_bw_series: spec.write_bw_log.is_some(),
         seed: job_seed,
     })
 }

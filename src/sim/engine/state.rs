@@ -68,8 +68,18 @@ impl JobState {
             outstanding: 0,
             last_done_ns: 0,
             stats: Default::default(),
-            bw: BwAcc::new(p.log_avg_ns, p.dirs, p.bs),
+            bw: BwAcc::new(p.log_avg_ns, p.dirs, p.bs, p.keep_bw_series),
         }
+    }
+
+    #[cfg(test)]
+    /// Heap memory held, bytes (latency histograms and logs).
+    pub fn heap_bytes(&self) -> usize {
+        self.stats
+            .iter()
+            .map(|s| s.clat.heap_bytes())
+            .sum::<usize>()
+            + self.bw.heap_bytes()
     }
 
     /// Whether the instance may issue another I/O at `t`.

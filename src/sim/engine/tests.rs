@@ -1,3 +1,4 @@
+use super::state::JobState;
 use super::*;
 use crate::model::Counters;
 use crate::sim::jobfile::parse;
@@ -399,4 +400,46 @@ mod prop {
             }
         }
     }
+}
+
+/// Hardening 4: a pause of a billion seconds between three I/Os costs no
+/// memory (it used to log one sample per second of virtual time).
+#[test]
+fn memory_is_bounded_by_what_is_logged() {
+    let mut m = Mock::new(64 * MIB, 1000, false);
+    let text = "[j]\nrw=read\nnumber_ios=3\nthinktime=1000000000s\n";
+    let r = run(&mut m, text);
+    assert_eq!(r[0].dir[0].ios, 3);
+    // The library keeps the series: one entry per interval with I/O (the
+    // third I/O's interval lasts 1 µs, too short to log).
+    assert_eq!(r[0].bw_log.len(), 2, "{:?}", r[0].bw_log);
+    assert_eq!(r[0].bw_stats[0].count(), 2);
+    // One histogram (reads), three log entries.
+    assert!(r[0].heap_bytes() <= 32 * 1024, "{}", r[0].heap_bytes());
+
+    // Without a log to write, the plan keeps statistics only.
+    let jf = parse(text, "t").unwrap();
+    let plan = resolve(&jf.jobs, m.cap, 1).unwrap();
+    let (r, _, _) = run_plan(&mut m, &plan, 0, &mut |_| {}).unwrap();
+    assert!(r[0].bw_log.is_empty());
+    assert_eq!(r[0].bw_stats[0].count(), 2);
+}
+
+/// Hardening 4: the largest number of instances allowed costs one
+/// latency histogram each (for the directions they use), not three.
+#[test]
+fn many_instances_cost_one_histogram_each() {
+    let mut m = Mock::new(64 * MIB, 1000, false);
+    let jf = parse("[j]\nrw=read\nnumber_ios=1\nnumjobs=4096\n", "t").unwrap();
+    let plan = resolve(&jf.jobs, m.cap, 1).unwrap();
+    let states: Vec<JobState> = plan.jobs.iter().map(JobState::new).collect();
+    let before: usize = states.iter().map(JobState::heap_bytes).sum();
+    assert_eq!(before, 0, "nothing allocated before the first I/O");
+    let (r, _, _) = run_plan(&mut m, &plan, 0, &mut |_| {}).unwrap();
+    let total: usize = r.iter().map(JobReport::heap_bytes).sum();
+    let one = crate::sim::hist::Histogram::new();
+    let mut one = one;
+    one.record(1);
+    assert_eq!(total, 4096 * one.heap_bytes(), "{total}");
+    assert!(total <= 100 << 20, "{total} bytes for 4096 instances");
 }

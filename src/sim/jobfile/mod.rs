@@ -45,6 +45,21 @@ pub enum JobFileError {
         /// What is wrong.
         msg: String,
     },
+    /// The job files define more job instances (`numjobs` clones included)
+    /// than one invocation may run.
+    #[error(
+        "{origin}: job [{job}] brings the job instances (numjobs clones included) to {total}; at most {max} can run in one invocation (fio's own limit)"
+    )]
+    TooManyJobs {
+        /// `file:line` of the job's section.
+        origin: String,
+        /// The job's name.
+        job: String,
+        /// Instances up to and including this job.
+        total: u64,
+        /// The limit, [`MAX_JOB_INSTANCES`].
+        max: u64,
+    },
     /// The file could not be read.
     #[error("cannot read job file {origin}: {msg}")]
     Io {
@@ -182,6 +197,11 @@ pub struct JobSpec {
     pub end_fsync: bool,
 }
 
+/// Most job instances (jobs × `numjobs`) one invocation may run: fio's own
+/// limit. Each instance costs up to a few tens of KiB (latency histograms),
+/// so this also bounds the simulator's memory.
+pub const MAX_JOB_INSTANCES: u64 = 4096;
+
 /// fio's default completion-latency percentiles.
 pub const DEFAULT_PERCENTILES: [f64; 17] = [
     1.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95,
@@ -261,6 +281,7 @@ impl JobFile {
                 msg: e.to_string(),
             })?;
             all.append(parse(&text, &origin)?);
+            check_instances(&all.jobs)?;
         }
         Ok(all)
     }
@@ -312,6 +333,7 @@ pub fn parse(text: &str, origin: &str) -> Result<JobFile, JobFileError> {
         }
         options::check(&spec, origin, sec.line)?;
         out.jobs.push(spec);
+        check_instances(&out.jobs)?;
     }
     if out.jobs.is_empty() {
         out.warnings.push(format!("{origin}: no jobs defined"));
@@ -320,4 +342,22 @@ pub fn parse(text: &str, origin: &str) -> Result<JobFile, JobFileError> {
     let mut seen = std::collections::HashSet::new();
     out.warnings.retain(|w| seen.insert(w.clone()));
     Ok(out)
+}
+
+/// Refuse more than [`MAX_JOB_INSTANCES`] instances, naming the job that
+/// crosses the limit.
+pub fn check_instances(jobs: &[JobSpec]) -> Result<(), JobFileError> {
+    let mut total: u64 = 0;
+    for j in jobs {
+        total += j.numjobs as u64;
+        if total > MAX_JOB_INSTANCES {
+            return Err(JobFileError::TooManyJobs {
+                origin: j.origin.clone(),
+                job: j.name.clone(),
+                total,
+                max: MAX_JOB_INSTANCES,
+            });
+        }
+    }
+    Ok(())
 }

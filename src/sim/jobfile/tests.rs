@@ -147,3 +147,29 @@ mod prop {
         }
     }
 }
+
+/// Hardening 4: numjobs=4096 in eight sections is refused, naming the
+/// section that crosses fio's limit of 4096 instances.
+#[test]
+fn too_many_instances_name_the_section() {
+    let text: String = (0..8).map(|i| format!("[j{i}]\nnumjobs=4096\n")).collect();
+    let e = parse(&text, "many.fio").unwrap_err();
+    assert!(
+        matches!(e, JobFileError::TooManyJobs { total: 8192, .. }),
+        "{e:?}"
+    );
+    let msg = e.to_string();
+    assert!(
+        msg.starts_with("many.fio:3: job [j1]") && msg.contains("4096"),
+        "{msg}"
+    );
+    assert!(parse("[a]\nnumjobs=4000\n[b]\nnumjobs=96\n", "t").is_ok());
+    // Across files too.
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.fio");
+    let b = dir.path().join("b.fio");
+    std::fs::write(&a, "[a]\nnumjobs=4000\n").unwrap();
+    std::fs::write(&b, "[b]\nnumjobs=97\n").unwrap();
+    let e = JobFile::load(&[&a, &b]).unwrap_err().to_string();
+    assert!(e.contains("b.fio:1: job [b]") && e.contains("4097"), "{e}");
+}
