@@ -195,6 +195,8 @@ pub struct JobSpec {
     pub percentiles: Vec<f64>,
     /// `end_fsync` / `fsync_on_close`: a FLUSH when the job's I/O is done.
     pub end_fsync: bool,
+    /// `kb_base`: 1024 (fio's default) or 1000; see [`crate::size::parse_size_fio`].
+    pub kb_base: u32,
 }
 
 /// Most job instances (jobs × `numjobs`) one invocation may run: fio's own
@@ -244,6 +246,7 @@ impl JobSpec {
             group_reporting: false,
             percentiles: DEFAULT_PERCENTILES.to_vec(),
             end_fsync: false,
+            kb_base: 1024,
         }
     }
 

@@ -2,7 +2,20 @@
 
 use super::{JobFileError, JobSpec, RwKind, SizeSpec};
 use crate::model::Payload;
-use crate::size::parse_size;
+use crate::size::{has_iec_unit, parse_size_fio};
+
+/// Options whose values are sizes (for the kb_base warning).
+const SIZE_OPTIONS: &[&str] = &[
+    "bs",
+    "blocksize",
+    "size",
+    "offset",
+    "offset_increment",
+    "io_size",
+    "io_limit",
+    "blockalign",
+    "ba",
+];
 
 /// Options fio has that change nothing in a simulation of one block device.
 const NO_EFFECT: &[&str] = &[
@@ -168,6 +181,17 @@ pub fn apply(
     warnings: &mut Vec<String>,
 ) -> Result<(), JobFileError> {
     let e = |msg: String| err(origin, line, key, msg);
+    let kb = spec.kb_base;
+    let key_l = key.to_ascii_lowercase();
+    if kb == 1024
+        && SIZE_OPTIONS.contains(&key_l.as_str())
+        && let Some(v) = value.filter(|v| v.split(',').any(has_iec_unit))
+    {
+        warnings.push(format!(
+            "{origin}:{line}: option `{key}`: {v:?}: with fio's default kb_base=1024, KiB/MiB/GiB units are decimal (1000-based) and k/m/g binary; write 4k for 4096 bytes, or set kb_base=1000"
+        ));
+    }
+    let parse_size = |v: &str| parse_size_fio(v, kb);
     let need = || {
         value
             .filter(|v| !v.is_empty())
@@ -210,7 +234,6 @@ pub fn apply(
             ))
         }
     };
-    let key_l = key.to_ascii_lowercase();
     match key_l.as_str() {
         "rw" | "readwrite" => {
             let v = need()?.to_ascii_lowercase();
@@ -250,8 +273,13 @@ pub fn apply(
                     Some(p) if !p.is_empty() => {
                         let b = parse_size(p).map_err(|x| e(x.to_string()))?;
                         if b == 0 || !b.is_multiple_of(512) {
+                            let hint = if kb == 1024 && has_iec_unit(p) {
+                                " (with fio's default kb_base=1024, KiB means 1000 bytes: write 4k for 4096)"
+                            } else {
+                                ""
+                            };
                             return Err(e(format!(
-                                "{p:?}: block sizes must be positive multiples of 512"
+                                "{p:?} = {b} bytes: block sizes must be positive multiples of 512{hint}"
                             )));
                         }
                         *slot = b;
@@ -387,9 +415,11 @@ pub fn apply(
         "end_fsync" | "fsync_on_close" => spec.end_fsync = flag()?,
         "name" => spec.name = need()?.to_string(),
         "kb_base" => {
-            if int()? != 1024 {
-                return Err(e("only kb_base=1024 (fio's default) is supported".into()));
+            let n = int()?;
+            if n != 1024 && n != 1000 {
+                return Err(e(format!("{n}: fio accepts 1024 (its default) or 1000")));
             }
+            spec.kb_base = n as u32;
         }
         "unified_rw_reporting" => {
             let v = value.unwrap_or("1").to_ascii_lowercase();

@@ -173,3 +173,24 @@ fn too_many_instances_name_the_section() {
     let e = JobFile::load(&[&a, &b]).unwrap_err().to_string();
     assert!(e.contains("b.fio:1: job [b]") && e.contains("4097"), "{e}");
 }
+
+/// Sizes in job files mean what they mean to fio, kb_base included.
+#[test]
+fn sizes_follow_fio_kb_base() {
+    let jf = parse(
+        "[a]\nsize=1g\nbs=8k\n[b]\nkb_base=1000\nsize=1GiB\nbs=4KiB\n",
+        "t",
+    )
+    .unwrap();
+    assert_eq!(jf.jobs[0].size, Some(SizeSpec::Bytes(1 << 30)));
+    assert_eq!(jf.jobs[0].bs, [8192; 3]);
+    assert_eq!(jf.jobs[1].size, Some(SizeSpec::Bytes(1 << 30)));
+    assert_eq!(jf.jobs[1].bs, [4096; 3]);
+    assert!(jf.warnings.is_empty(), "{:?}", jf.warnings);
+    // fio's compatibility mode: KiB is 1000, so 4KiB is an unaligned 4000.
+    let e = parse("[a]\nbs=4KiB\n", "t").unwrap_err().to_string();
+    assert!(e.contains("512"), "{e}");
+    let jf = parse("[a]\nsize=1MiB\n", "t").unwrap();
+    assert_eq!(jf.jobs[0].size, Some(SizeSpec::Bytes(1_000_000)));
+    assert!(jf.warnings[0].contains("kb_base"), "{:?}", jf.warnings);
+}
