@@ -9,6 +9,7 @@
 //! - [`model`]: the pure, deterministic FTL + timing model;
 //! - [`profile`]: TOML drive profiles and built-in presets.
 
+pub mod cli_out;
 pub mod ctl;
 pub mod demo;
 pub mod device;

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
+use crate::cli_out::{self, StdoutError};
 use crate::model::ModelError;
 use crate::profile::{Profile, ProfileError};
 use crate::size::parse_size;
@@ -56,6 +57,9 @@ pub enum SimError {
         #[source]
         source: ModelError,
     },
+    /// The report could not be written to standard output.
+    #[error("cannot write the report")]
+    Stdout(#[source] StdoutError),
     /// An output file could not be written.
     #[error("cannot write {path}")]
     Io {
@@ -82,8 +86,9 @@ pub struct SimArgs {
     /// Drive profile: a preset name (see `vssd profiles`) or a TOML file.
     #[arg(long)]
     pub profile: String,
-    /// Override the exported capacity (geometry scaled, over-provisioning kept).
-    #[arg(long, value_parser = parse_size)]
+    /// Override the exported capacity (geometry scaled, over-provisioning kept):
+    /// 16G or 16GiB = 16 x 2^30 bytes, 16GB = 16 x 10^9 bytes.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub capacity: Option<u64>,
     /// `normal` (readable) or `json` (fio's JSON shape; byte-identical for a given seed).
     #[arg(long, value_enum, default_value = "normal")]
@@ -177,7 +182,7 @@ pub fn run(args: SimArgs) -> Result<(), SimError> {
             path: path.clone(),
             source,
         })?,
-        None => print!("{text}"),
+        None => cli_out::print(&text).map_err(SimError::Stdout)?,
     }
     if args.output_format == OutputFormat::Json {
         eprintln!("vssd sim: {speed}");

@@ -373,7 +373,7 @@ pub fn normal(r: &RunReport) -> String {
         out,
         "\nDrive: profile {}, {} exported, seed {}",
         r.profile,
-        crate::size::format_size(r.capacity),
+        crate::size::describe_size(r.capacity),
         r.seed
     );
     let _ = writeln!(
