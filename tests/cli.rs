@@ -49,7 +49,10 @@ fn closed_stdout_is_a_quiet_success() {
         let out = vssd(&args, closed_pipe());
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{args:?}: {:?} {err}", out.status);
-        assert!(!err.contains("panicked") && !err.contains("error"), "{args:?}: {err}");
+        assert!(
+            !err.contains("panicked") && !err.contains("error"),
+            "{args:?}: {err}"
+        );
     }
 }
 
@@ -100,7 +103,11 @@ fn capacities_are_exact_and_minimums_stated() {
             &["profiles", "show", "sata-mlc-2011", "--capacity", cap],
             Stdio::piped(),
         );
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8(out.stdout).unwrap()
     };
     assert!(show("16GB").contains("(16000000000 bytes)"));
@@ -112,5 +119,8 @@ fn capacities_are_exact_and_minimums_stated() {
     );
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1));
-    assert!(err.contains("too small") && err.contains("smallest capacity it scales to is"), "{err}");
+    assert!(
+        err.contains("too small") && err.contains("smallest capacity it scales to is"),
+        "{err}"
+    );
 }

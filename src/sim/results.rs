@@ -68,8 +68,78 @@ pub struct JobReport {
     pub percentiles: Vec<f64>,
     /// Whether the job asked for `group_reporting`.
     pub group_reporting: bool,
-    /// `write_bw_log` prefix from the job file.
+    /// `write_bw_log` prefix from the job file (the job's name if none was given).
     pub write_bw_log: Option<String>,
+    /// The other logs, ready to write: latency, IOPS, histogram.
+    pub logs: Vec<LogText>,
+    /// `log_offset`: logs carry an offset column.
+    pub log_offset: bool,
+    /// `per_job_logs`: log file names carry the instance number.
+    pub per_job_logs: bool,
+    /// Steady-state detection, if the job asked for it.
+    pub steadystate: Option<SsReport>,
+    /// Why the job stopped with an error (fio's `error`), if it did.
+    pub error: Option<JobError>,
+}
+
+/// A log's text and where it goes: `PREFIX_KIND.N.log` (or `PREFIX_KIND.log`
+/// without `per_job_logs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogText {
+    /// File name prefix.
+    pub prefix: String,
+    /// `lat`, `clat`, `slat`, `iops` or `clat_hist`.
+    pub kind: &'static str,
+    /// Lines in fio 3.33's format.
+    pub text: String,
+}
+
+/// A job that fio would end with an error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobError {
+    /// fio's error number (`ETIMEDOUT` = 110 for `max_latency`).
+    pub errno: i32,
+    /// What happened.
+    pub msg: String,
+}
+
+/// Steady-state detection results, as fio reports them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SsReport {
+    /// The criterion as fio prints it: `iops_slope:0.010000%`.
+    pub ss: String,
+    /// Window, seconds.
+    pub duration: u64,
+    /// Whether steady state was reached (and the job stopped there).
+    pub attained: bool,
+    /// The last value of the criterion (percent of the mean with a `%` limit).
+    pub criterion: f64,
+    /// Whether the criterion is a percentage.
+    pub pct: bool,
+    /// Whether it judged IOPS (else bandwidth).
+    pub iops_based: bool,
+    /// Whether it judged the slope (else the deviation).
+    pub slope_based: bool,
+    /// Largest deviation from the mean in the last full window.
+    pub max_deviation: f64,
+    /// Least-squares slope of the last full window.
+    pub slope: f64,
+    /// IOPS samples of the window, oldest first.
+    pub iops: Vec<u64>,
+    /// Bandwidth samples (bytes/s) of the window, oldest first.
+    pub bw: Vec<u64>,
+}
+
+impl SsReport {
+    /// Mean of the window's IOPS samples (fio: integer).
+    pub fn iops_mean(&self) -> u64 {
+        self.iops.iter().sum::<u64>() / self.iops.len().max(1) as u64
+    }
+
+    /// Mean of the window's bandwidth samples, bytes/s (fio: integer).
+    pub fn bw_mean(&self) -> u64 {
+        self.bw.iter().sum::<u64>() / self.bw.len().max(1) as u64
+    }
 }
 
 impl JobReport {
@@ -131,6 +201,9 @@ impl JobReport {
         self.stats_start_ns = self.stats_start_ns.min(o.stats_start_ns);
         self.end_ns = self.end_ns.max(o.end_ns);
         self.bw_log.extend_from_slice(&o.bw_log);
+        if self.error.is_none() {
+            self.error.clone_from(&o.error);
+        }
         for (a, b) in self.bw_stats.iter_mut().zip(o.bw_stats.iter()) {
             a.merge(b);
         }

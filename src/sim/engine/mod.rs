@@ -24,7 +24,7 @@ use crate::profile::Profile;
 use super::SimError;
 use super::jobfile::{Dir, JobSpec, RwKind};
 
-pub use super::results::{BwSample, DirReport, JobReport, RunReport};
+pub use super::results::{BwSample, DirReport, JobError, JobReport, LogText, RunReport, SsReport};
 pub use plan::{JobPlan, Plan, resolve};
 use state::{JobState, Phase};
 
@@ -83,6 +83,32 @@ pub struct Simulation {
 
 /// I/Os a time-based job may issue at one instant before the run is declared stuck.
 const STUCK_CLOCK_ISSUES: u32 = 1 << 20;
+
+/// Where a run is, for a progress display.
+#[derive(Debug, Clone, Copy)]
+pub struct Progress<'a> {
+    /// Fraction of the expected work done, 0..=1 (jobs weighted by the bytes
+    /// they are expected to move).
+    pub fraction: f64,
+    /// Virtual time, ns.
+    pub now_ns: u64,
+    /// Bytes completed so far by all jobs (after their ramp).
+    pub bytes: u64,
+    /// A job running now (empty between groups and at the end).
+    pub job: &'a str,
+}
+
+/// fio's error for a completion over `max_latency`: ETIMEDOUT.
+fn max_latency_error(lat_ns: u64, max_ns: u64) -> JobError {
+    JobError {
+        errno: 110,
+        msg: format!(
+            "latency of {} usec exceeds specified max ({} usec)",
+            lat_ns / 1000,
+            max_ns / 1000
+        ),
+    }
+}
 
 /// What happens at an event's time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -319,6 +345,9 @@ impl<T: Target> Engine<'_, T> {
         job.phase = Phase::Done;
         let rel = job.last_done_ns.max(job.stats_start_ns) - job.stats_start_ns;
         job.bw.finish(rel);
+        if let Some(x) = job.extra.as_deref_mut() {
+            x.finish(rel);
+        }
         let g = p.group;
         self.left[g] -= 1;
         if p.exitall {
@@ -338,17 +367,28 @@ impl<T: Target> Engine<'_, T> {
         self.now = t;
         match ev.what {
             Event::Done { dir, len, submit } => {
+                let p = &self.plan.jobs[j];
                 let job = &mut self.jobs[j];
                 job.outstanding -= 1;
+                let d = dir as usize;
+                let lat = t - submit;
                 if t >= job.stats_start_ns {
-                    let d = dir as usize;
                     let s = &mut job.stats[d];
                     s.io_bytes += len;
                     s.ios += 1;
-                    s.clat.record(t - submit);
+                    s.clat.record(lat);
                     job.last_done_ns = t;
                     let rel = t - job.stats_start_ns;
                     job.bw.add(rel, d, len);
+                    if let Some(x) = job.extra.as_deref_mut()
+                        && x.done(rel, d, len, lat, &job.stats[d].clat)
+                    {
+                        job.stop = true;
+                    }
+                }
+                if lat > p.max_latency_ns[d] && job.error.is_none() {
+                    job.error = Some(max_latency_error(lat, p.max_latency_ns[d]));
+                    job.stop = true;
                 }
                 self.pump(j, t)
             }
@@ -426,15 +466,15 @@ impl Simulation {
 
     /// Run job specs to completion; see [`Simulation::run_with_progress`].
     pub fn run(&mut self, jobs: &[JobSpec]) -> Result<RunReport, SimError> {
-        self.run_with_progress(jobs, &mut |_| {})
+        self.run_with_progress(jobs, &mut |_: &Progress<'_>| {})
     }
 
     /// Run job specs as one fio invocation, starting at the current virtual
-    /// time. `progress` is called now and then with the fraction done (0..=1).
+    /// time. `progress` is called now and then with where the run is.
     pub fn run_with_progress(
         &mut self,
         jobs: &[JobSpec],
-        progress: &mut dyn FnMut(f64),
+        progress: &mut dyn FnMut(&Progress<'_>),
     ) -> Result<RunReport, SimError> {
         let start = self.now_ns;
         let capacity = self.ssd.capacity();
@@ -464,7 +504,7 @@ pub fn run_jobs<T: Target>(
     jobs: &[JobSpec],
     seed: u64,
     start: u64,
-    progress: &mut dyn FnMut(f64),
+    progress: &mut dyn FnMut(&Progress<'_>),
 ) -> Result<(Vec<JobReport>, u64, u64), SimError> {
     let mut plan = resolve(jobs, dev.capacity(), seed)?;
     plan.keep_all_bw_series();
@@ -476,7 +516,7 @@ pub fn run_plan<T: Target>(
     dev: &mut T,
     plan: &Plan,
     start: u64,
-    progress: &mut dyn FnMut(f64),
+    progress: &mut dyn FnMut(&Progress<'_>),
 ) -> Result<(Vec<JobReport>, u64, u64), SimError> {
     let depth: usize = plan.jobs.iter().map(|j| j.depth as usize).sum();
     let mut eng = Engine {
@@ -494,7 +534,14 @@ pub fn run_plan<T: Target>(
         eng.start_group(0, start);
     }
     let mut n: u64 = 0;
-    progress(0.0);
+    let weights = plan.work_weights();
+    let total_weight: f64 = weights.iter().sum::<f64>().max(f64::MIN_POSITIVE);
+    progress(&Progress {
+        fraction: 0.0,
+        now_ns: start,
+        bytes: 0,
+        job: plan.jobs.first().map_or("", |p| p.name.as_str()),
+    });
     while let Some(&Reverse(ev)) = eng.heap.peek() {
         eng.top_spent = true;
         eng.handle(ev)?;
@@ -505,17 +552,35 @@ pub fn run_plan<T: Target>(
         n += 1;
         if n & 0xFFFF == 0 {
             let t = eng.now;
-            let f = eng
-                .jobs
-                .iter()
-                .zip(&plan.jobs)
-                .map(|(j, p)| j.progress(p, t))
-                .sum::<f64>()
-                / eng.jobs.len().max(1) as f64;
-            progress(f);
+            let mut f = 0.0;
+            let mut bytes = 0;
+            let mut job = "";
+            for ((j, p), w) in eng.jobs.iter().zip(&plan.jobs).zip(&weights) {
+                f += j.progress(p, t) * w;
+                bytes += j.stats.iter().map(|s| s.io_bytes).sum::<u64>();
+                if job.is_empty() && j.phase == Phase::Running {
+                    job = &p.name;
+                }
+            }
+            progress(&Progress {
+                fraction: (f / total_weight).min(1.0),
+                now_ns: t,
+                bytes,
+                job,
+            });
         }
     }
-    progress(1.0);
+    progress(&Progress {
+        fraction: 1.0,
+        now_ns: eng.now,
+        bytes: eng
+            .jobs
+            .iter()
+            .flat_map(|j| j.stats.iter())
+            .map(|s| s.io_bytes)
+            .sum(),
+        job: "",
+    });
     let end = eng.now.max(start);
     let sim_ops = eng.sim_ops;
     let reports = eng
@@ -523,7 +588,8 @@ pub fn run_plan<T: Target>(
         .into_iter()
         .zip(&plan.jobs)
         .enumerate()
-        .map(|(i, (j, p))| {
+        .map(|(i, (mut j, p))| {
+            let (logs, steadystate) = take_logs(p, &mut j);
             debug_assert_eq!(
                 j.phase,
                 Phase::Done,
@@ -549,8 +615,72 @@ pub fn run_plan<T: Target>(
                 percentiles: p.percentiles.clone(),
                 group_reporting: p.group_reporting,
                 write_bw_log: p.write_bw_log.clone(),
+                logs,
+                log_offset: p.logs.offset_col,
+                per_job_logs: p.logs.per_job,
+                steadystate,
+                error: j.error,
             }
         })
         .collect();
     Ok((reports, sim_ops, end))
+}
+
+/// The finished logs and steady-state results of an instance.
+fn take_logs(p: &JobPlan, j: &mut JobState) -> (Vec<LogText>, Option<SsReport>) {
+    let mut logs = Vec::new();
+    let Some(x) = j.extra.take() else {
+        return (logs, None);
+    };
+    let x = *x;
+    if let Some(l) = x.lat {
+        if let (Some(prefix), Some([lat, clat, slat])) = (&p.logs.lat, l.lat) {
+            for (kind, text) in [("lat", lat), ("clat", clat), ("slat", slat)] {
+                logs.push(LogText {
+                    prefix: prefix.clone(),
+                    kind,
+                    text,
+                });
+            }
+        }
+        if let (Some(prefix), Some(text)) = (&p.logs.iops, l.iops) {
+            logs.push(LogText {
+                prefix: prefix.clone(),
+                kind: "iops",
+                text,
+            });
+        }
+    }
+    if let (Some(prefix), Some(h)) = (&p.logs.hist, x.hist) {
+        logs.push(LogText {
+            prefix: prefix.clone(),
+            kind: "clat_hist",
+            text: h.text,
+        });
+    }
+    let ss = match (p.ss, x.ss) {
+        (Some(plan), Some(s)) => {
+            let (iops, bw): (Vec<u64>, Vec<u64>) = s.samples().unzip();
+            Some(SsReport {
+                ss: format!(
+                    "{}:{:.6}{}",
+                    plan.crit.kind.name(),
+                    plan.crit.limit,
+                    if plan.crit.pct { "%" } else { "" }
+                ),
+                duration: plan.dur_s,
+                attained: s.attained,
+                criterion: s.criterion,
+                pct: plan.crit.pct,
+                iops_based: plan.crit.kind.iops(),
+                slope_based: plan.crit.kind.slope(),
+                max_deviation: s.deviation,
+                slope: s.slope,
+                iops,
+                bw,
+            })
+        }
+        _ => None,
+    };
+    (logs, ss)
 }

@@ -7,7 +7,7 @@ use std::ops::Range;
 use crate::model::Payload;
 
 use super::super::SimError;
-use super::super::jobfile::{Dir, JobSpec, RwKind, SizeSpec, check_instances};
+use super::super::jobfile::{Dir, JobSpec, RwKind, SizeSpec, SteadyState, check_instances};
 use super::super::rng::derive_seed;
 
 /// One job instance (a `numjobs` clone is an instance of its own), resolved.
@@ -69,8 +69,14 @@ pub struct JobPlan {
     pub percentiles: Vec<f64>,
     /// `group_reporting`.
     pub group_reporting: bool,
-    /// `write_bw_log` prefix.
+    /// `write_bw_log` prefix (the job's name if the option had no value).
     pub write_bw_log: Option<String>,
+    /// The other logs.
+    pub logs: LogPlan,
+    /// Steady-state detection.
+    pub ss: Option<SsPlan>,
+    /// `max_latency` per direction, ns (`u64::MAX`: none).
+    pub max_latency_ns: [u64; 3],
     /// Bandwidth-log interval, ns.
     pub log_avg_ns: u64,
     /// Keep the bandwidth series in memory (it is to be written, or the
@@ -78,6 +84,36 @@ pub struct JobPlan {
     pub keep_bw_series: bool,
     /// The job's random seed.
     pub seed: u64,
+}
+
+/// Latency, IOPS and histogram logs of one instance (prefixes resolved).
+#[derive(Debug, Clone, Default)]
+pub struct LogPlan {
+    /// `write_lat_log` prefix.
+    pub lat: Option<String>,
+    /// `write_iops_log` prefix.
+    pub iops: Option<String>,
+    /// `write_hist_log` prefix.
+    pub hist: Option<String>,
+    /// `log_hist_msec`.
+    pub hist_msec: u64,
+    /// `log_hist_coarseness`.
+    pub hist_coarseness: u32,
+    /// `log_offset`.
+    pub offset_col: bool,
+    /// `per_job_logs`.
+    pub per_job: bool,
+}
+
+/// Steady-state detection of one instance.
+#[derive(Debug, Clone, Copy)]
+pub struct SsPlan {
+    /// Criterion and limit.
+    pub crit: SteadyState,
+    /// Window, seconds.
+    pub dur_s: u64,
+    /// `ss_ramp`, ns.
+    pub ramp_ns: u64,
 }
 
 /// Every instance of one invocation, and its stonewall groups.
@@ -90,6 +126,37 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// Relative amount of work of each instance, for progress: the I/Os it
+    /// is expected to issue where that is known (`size`, `io_size`,
+    /// `number_ios`), since wall time goes with I/Os, not bytes; time-based
+    /// jobs count as the average of the others.
+    pub fn work_weights(&self) -> Vec<f64> {
+        let known: Vec<Option<f64>> = self
+            .jobs
+            .iter()
+            .map(|p| {
+                let max_bs = p.bs.iter().copied().max().unwrap_or(4096).max(1) as f64;
+                let by_ios = (p.ios_limit != u64::MAX).then_some(p.ios_limit as f64);
+                let by_size =
+                    (!p.time_based && p.io_limit != u64::MAX).then_some(p.io_limit as f64 / max_bs);
+                match (by_ios, by_size) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                }
+            })
+            .collect();
+        let k: Vec<f64> = known.iter().flatten().copied().collect();
+        let avg = if k.is_empty() {
+            1.0
+        } else {
+            k.iter().sum::<f64>() / k.len() as f64
+        };
+        known
+            .into_iter()
+            .map(|w| w.unwrap_or(avg).max(1.0))
+            .collect()
+    }
+
     /// Keep every instance's bandwidth series in memory, logged or not.
     pub fn keep_all_bw_series(&mut self) {
         for j in &mut self.jobs {
@@ -118,6 +185,19 @@ pub fn resolve(jobs: &[JobSpec], capacity: u64, seed: u64) -> Result<Plan, SimEr
         }
         groups[p.group].end = i + 1;
     }
+    for g in &groups {
+        let members = &out[g.clone()];
+        if members.len() > 1
+            && members.iter().any(|p| p.group_reporting)
+            && let Some(p) = members.iter().find(|p| p.ss.is_some())
+        {
+            return Err(SimError::Job {
+                job: p.name.clone(),
+                origin: p.origin.clone(),
+                msg: "steady state over a group_reporting group of several jobs is not simulated; judge one job (without group_reporting) or drop ss_dur".into(),
+            });
+        }
+    }
     Ok(Plan { jobs: out, groups })
 }
 
@@ -129,6 +209,16 @@ fn resolve_one(
     capacity: u64,
     seed: u64,
 ) -> Result<JobPlan, SimError> {
+    // A log option without a value names the file after the job, as in fio.
+    let prefix = |p: &Option<String>| {
+        p.as_ref().map(|s| {
+            if s.is_empty() {
+                spec.name.clone()
+            } else {
+                s.clone()
+            }
+        })
+    };
     let bad = |msg: String| SimError::Job {
         job: spec.name.clone(),
         origin: spec.origin.clone(),
@@ -217,7 +307,22 @@ fn resolve_one(
         payload: spec.payload,
         percentiles: spec.percentiles.clone(),
         group_reporting: spec.group_reporting,
-        write_bw_log: spec.write_bw_log.clone(),
+        write_bw_log: prefix(&spec.write_bw_log),
+        logs: LogPlan {
+            lat: prefix(&spec.write_lat_log),
+            iops: prefix(&spec.write_iops_log),
+            hist: prefix(&spec.write_hist_log),
+            hist_msec: spec.log_hist_msec,
+            hist_coarseness: spec.log_hist_coarseness,
+            offset_col: spec.log_offset,
+            per_job: spec.per_job_logs,
+        },
+        ss: (spec.ss_dur_s > 0).then_some(SsPlan {
+            crit: spec.ss,
+            dur_s: spec.ss_dur_s,
+            ramp_ns: spec.ss_ramp_ns,
+        }),
+        max_latency_ns: spec.max_latency_ns.map(|l| l.unwrap_or(u64::MAX)),
         log_avg_ns: spec.log_avg_msec.max(1) * 1_000_000,
         keep_bw_series: spec.write_bw_log.is_some(),
         seed: job_seed,

@@ -1,7 +1,8 @@
 //! The mutable state of a run: one [`JobState`] per instance of the plan.
 
-use super::super::logs::BwAcc;
-use super::super::results::DirReport;
+use super::super::hist::Histogram;
+use super::super::logs::{BwAcc, HistAcc, LatAcc, SsAcc};
+use super::super::results::{DirReport, JobError};
 use super::super::rng::{Perm, Rng};
 use super::plan::JobPlan;
 
@@ -41,6 +42,59 @@ pub(super) struct JobState {
     pub last_done_ns: u64,
     pub stats: [DirReport; 3],
     pub bw: BwAcc,
+    /// Latency/IOPS/histogram logs and steady-state detection, when asked for.
+    pub extra: Option<Box<Extra>>,
+    /// Set when the job ends with an error (`max_latency`).
+    pub error: Option<JobError>,
+}
+
+/// The optional per-completion work of a job.
+#[derive(Debug)]
+pub(super) struct Extra {
+    pub lat: Option<LatAcc>,
+    pub hist: Option<HistAcc>,
+    pub ss: Option<SsAcc>,
+}
+
+impl Extra {
+    fn new(p: &JobPlan) -> Option<Box<Extra>> {
+        let l = &p.logs;
+        let x = Extra {
+            lat: (l.lat.is_some() || l.iops.is_some()).then(|| {
+                LatAcc::new(
+                    p.log_avg_ns,
+                    l.lat.is_some(),
+                    l.iops.is_some(),
+                    l.offset_col,
+                )
+            }),
+            hist: l
+                .hist
+                .as_ref()
+                .map(|_| HistAcc::new(l.hist_msec, l.hist_coarseness)),
+            ss: p.ss.map(|s| SsAcc::new(s.crit, s.dur_s, s.ramp_ns)),
+        };
+        (x.lat.is_some() || x.hist.is_some() || x.ss.is_some()).then(|| Box::new(x))
+    }
+
+    /// A counted completion at `rel` ns after the statistics started;
+    /// returns true when the job has reached steady state.
+    #[inline]
+    pub fn done(&mut self, rel: u64, d: usize, len: u64, lat: u64, clat: &Histogram) -> bool {
+        if let Some(l) = self.lat.as_mut() {
+            l.add(rel, d, lat);
+        }
+        if let Some(h) = self.hist.as_mut() {
+            h.add(rel, d, len, clat);
+        }
+        self.ss.as_mut().is_some_and(|s| s.add(rel, len))
+    }
+
+    pub fn finish(&mut self, rel: u64) {
+        if let Some(l) = self.lat.as_mut() {
+            l.finish(rel);
+        }
+    }
 }
 
 impl JobState {
@@ -69,6 +123,8 @@ impl JobState {
             last_done_ns: 0,
             stats: Default::default(),
             bw: BwAcc::new(p.log_avg_ns, p.dirs, p.bs, p.keep_bw_series),
+            extra: Extra::new(p),
+            error: None,
         }
     }
 

@@ -443,3 +443,146 @@ fn many_instances_cost_one_histogram_each() {
     assert_eq!(total, 4096 * one.heap_bytes(), "{total}");
     assert!(total <= 100 << 20, "{total} bytes for 4096 instances");
 }
+
+fn log<'a>(r: &'a JobReport, kind: &str) -> &'a str {
+    &r.logs
+        .iter()
+        .find(|l| l.kind == kind)
+        .unwrap_or_else(|| panic!("no {kind} log"))
+        .text
+}
+
+/// Latency and IOPS logs: one entry per direction per `log_avg_msec`
+/// window, in fio 3.33's format (averaged entries: bs 0, priority 0).
+#[test]
+fn latency_and_iops_logs_in_fio_format() {
+    // 1 ms per I/O at QD 1: 100 completions per 100 ms window (the first
+    // window has 99: its first I/O completes at 1 ms, the 100th at 100 ms,
+    // which opens the next window).
+    let mut m = Mock::new(64 * MIB, 1_000_000, false);
+    let r = run(
+        &mut m,
+        "[j]\nrw=write\nnumber_ios=450\nlog_avg_msec=100\nwrite_lat_log=x\nwrite_iops_log=x\n",
+    );
+    let clat: Vec<&str> = log(&r[0], "clat").lines().collect();
+    assert_eq!(
+        clat,
+        [
+            "100, 1000000, 1, 0, 0",
+            "200, 1000000, 1, 0, 0",
+            "300, 1000000, 1, 0, 0",
+            "400, 1000000, 1, 0, 0",
+            "450, 1000000, 1, 0, 0"
+        ]
+    );
+    assert_eq!(log(&r[0], "lat"), log(&r[0], "clat"));
+    assert!(
+        log(&r[0], "slat")
+            .lines()
+            .all(|l| l.ends_with(", 0, 1, 0, 0"))
+    );
+    let iops: Vec<&str> = log(&r[0], "iops").lines().collect();
+    assert_eq!(
+        iops,
+        [
+            "100, 990, 1, 0, 0",
+            "200, 1000, 1, 0, 0",
+            "300, 1000, 1, 0, 0",
+            "400, 1000, 1, 0, 0",
+            // The last, partial window: completions at 400..=450 ms.
+            "450, 1020, 1, 0, 0"
+        ]
+    );
+    let prefixes: Vec<&str> = r[0].logs.iter().map(|l| l.prefix.as_str()).collect();
+    assert!(prefixes.iter().all(|&p| p == "x"));
+    // log_offset adds fio's offset column (0 in averaged entries).
+    let r = run(
+        &mut m,
+        "[j]\nrw=read\nnumber_ios=10\nwrite_iops_log\nlog_offset=1\n",
+    );
+    assert_eq!(log(&r[0], "iops"), "10, 1000, 0, 0, 0, 0\n");
+    assert_eq!(
+        r[0].logs[0].prefix, "j",
+        "a bare option names the log after the job"
+    );
+}
+
+/// The histogram log: every `log_hist_msec`, fio's 1856 bins gained since
+/// the previous entry (`log_hist_coarseness` halves them per step).
+#[test]
+fn histogram_log_in_fio_format() {
+    let mut m = Mock::new(64 * MIB, 1_000_000, false);
+    let r = run(
+        &mut m,
+        "[j]\nrw=read\nnumber_ios=250\nwrite_hist_log=h\nlog_hist_msec=100\n",
+    );
+    let lines: Vec<&str> = log(&r[0], "clat_hist").lines().collect();
+    // First sample at 1 ms; entries at the first completions 100 ms on.
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    for (line, (msec, n)) in lines.iter().zip([(101, 101u64), (201, 100)]) {
+        let v: Vec<u64> = line.split(", ").map(|x| x.parse().unwrap()).collect();
+        assert_eq!((v[0], v[1], v[2]), (msec, 0, 4096), "{line}");
+        assert_eq!(v.len(), 3 + 1856);
+        assert_eq!(v[3..].iter().sum::<u64>(), n);
+        assert_eq!(v[3..].iter().filter(|&&c| c > 0).count(), 1);
+    }
+    let r = run(
+        &mut m,
+        "[j]\nrw=read\nnumber_ios=150\nwrite_hist_log=h\nlog_hist_msec=100\nlog_hist_coarseness=3\n",
+    );
+    let line = log(&r[0], "clat_hist").lines().next().unwrap();
+    assert_eq!(line.split(", ").count(), 3 + 1856 / 8);
+    // Without log_hist_msec fio writes an empty file.
+    let r = run(&mut m, "[j]\nrw=read\nnumber_ios=150\nwrite_hist_log=h\n");
+    assert_eq!(log(&r[0], "clat_hist"), "");
+}
+
+/// Steady state: a drive that always takes the same time is steady after
+/// one window; the job stops there instead of running to its runtime.
+#[test]
+fn steady_state_stops_the_job() {
+    let mut m = Mock::new(64 * MIB, 1_000_000, false);
+    let r = run(
+        &mut m,
+        "[j]\nrw=randwrite\ntime_based\nruntime=60\nss=iops:1%\nss_dur=5\nss_ramp=2\n",
+    );
+    let ss = r[0].steadystate.as_ref().unwrap();
+    assert!(ss.attained, "{ss:?}");
+    assert_eq!(ss.iops, [1000; 5]);
+    assert_eq!(ss.bw, [4_096_000; 5]);
+    assert_eq!(ss.ss, "iops:1.000000%");
+    // Samples from seconds 2..=6, judged when second 6 closes: stopped at 7 s.
+    assert_eq!(r[0].runtime_ns(), 7_000_000_000);
+    // A slope of exactly 0 is never below a limit of 0: runs to the end.
+    let r = run(
+        &mut m,
+        "[j]\nrw=randwrite\ntime_based\nruntime=10\nss=bw_slope:0\nss_dur=3\n",
+    );
+    let ss = r[0].steadystate.as_ref().unwrap();
+    assert!(!ss.attained);
+    assert_eq!(r[0].runtime_ns(), 10_000_000_000);
+    // Steady state over a group_reporting group is refused.
+    let jf = parse("[j]\nnumjobs=2\ngroup_reporting\nss_dur=5\n", "t").unwrap();
+    let e = run_jobs(&mut m, &jf.jobs, 1, 0, &mut |_| {}).unwrap_err();
+    assert!(e.to_string().contains("steady state"), "{e}");
+}
+
+/// max_latency ends the job with fio's ETIMEDOUT (110).
+#[test]
+fn max_latency_ends_the_job_with_an_error() {
+    let mut m = Mock::new(64 * MIB, 1_000_000, false);
+    let r = run(
+        &mut m,
+        "[j]\nrw=read\nnumber_ios=100\niodepth=4\nmax_latency=500\n",
+    );
+    let e = r[0].error.as_ref().unwrap();
+    assert_eq!(e.errno, 110);
+    assert!(
+        e.msg.contains("1000 usec exceeds specified max (500 usec)"),
+        "{}",
+        e.msg
+    );
+    assert_eq!(m.log.len(), 4, "stops issuing at the first late completion");
+    let r = run(&mut m, "[j]\nrw=read\nnumber_ios=100\nmax_latency=10ms,1\n");
+    assert!(r[0].error.is_none());
+}

@@ -108,6 +108,53 @@ pub enum RwKind {
     ReadWrite,
 }
 
+/// What fio's steady-state detection measures (`steadystate=KIND:limit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SsKind {
+    /// Every IOPS sample within the limit of the mean.
+    Iops,
+    /// The least-squares slope of the IOPS samples below the limit.
+    IopsSlope,
+    /// Every bandwidth sample within the limit of the mean.
+    Bw,
+    /// The slope of the bandwidth samples below the limit.
+    BwSlope,
+}
+
+impl SsKind {
+    /// fio's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            SsKind::Iops => "iops",
+            SsKind::IopsSlope => "iops_slope",
+            SsKind::Bw => "bw",
+            SsKind::BwSlope => "bw_slope",
+        }
+    }
+
+    /// Whether it judges IOPS (else bandwidth).
+    pub fn iops(self) -> bool {
+        matches!(self, SsKind::Iops | SsKind::IopsSlope)
+    }
+
+    /// Whether it judges the slope (else the deviation from the mean).
+    pub fn slope(self) -> bool {
+        matches!(self, SsKind::IopsSlope | SsKind::BwSlope)
+    }
+}
+
+/// A steady-state criterion: `kind:limit`, the limit absolute (IOPS, or
+/// bytes/s) or a percentage of the window's mean.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SteadyState {
+    /// What is measured.
+    pub kind: SsKind,
+    /// The limit.
+    pub limit: f64,
+    /// Whether the limit is a percentage of the mean.
+    pub pct: bool,
+}
+
 /// A size given in bytes or as a percentage of the device.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum SizeSpec {
@@ -187,8 +234,30 @@ pub struct JobSpec {
     pub payload: Payload,
     /// `log_avg_msec` (default 1000 here; fio's 0 means per-I/O and is not supported).
     pub log_avg_msec: u64,
-    /// `write_bw_log=PREFIX`.
+    /// `write_bw_log[=PREFIX]` (empty: the job's name, as in fio).
     pub write_bw_log: Option<String>,
+    /// `write_lat_log[=PREFIX]`: `_lat`, `_clat` and `_slat` logs.
+    pub write_lat_log: Option<String>,
+    /// `write_iops_log[=PREFIX]`.
+    pub write_iops_log: Option<String>,
+    /// `write_hist_log[=PREFIX]`: `_clat_hist` log (entries only with `log_hist_msec`).
+    pub write_hist_log: Option<String>,
+    /// `log_hist_msec`: histogram-log interval, ms (0: no entries, as in fio).
+    pub log_hist_msec: u64,
+    /// `log_hist_coarseness`, 0..=6.
+    pub log_hist_coarseness: u32,
+    /// `log_offset`: an offset column in every log.
+    pub log_offset: bool,
+    /// `per_job_logs` (default true): `.N` in log file names.
+    pub per_job_logs: bool,
+    /// `steadystate` / `ss` criterion (fio's default `iops_slope:0.01%`).
+    pub ss: SteadyState,
+    /// `ss_dur`, whole seconds; 0 = no steady-state detection.
+    pub ss_dur_s: u64,
+    /// `ss_ramp`, ns.
+    pub ss_ramp_ns: u64,
+    /// `max_latency` per direction, ns.
+    pub max_latency_ns: [Option<u64>; 3],
     /// `group_reporting`.
     pub group_reporting: bool,
     /// `percentile_list`.
@@ -243,6 +312,21 @@ impl JobSpec {
             payload: Payload::Unknown,
             log_avg_msec: 1000,
             write_bw_log: None,
+            write_lat_log: None,
+            write_iops_log: None,
+            write_hist_log: None,
+            log_hist_msec: 0,
+            log_hist_coarseness: 0,
+            log_offset: false,
+            per_job_logs: true,
+            ss: SteadyState {
+                kind: SsKind::IopsSlope,
+                limit: 0.01,
+                pct: true,
+            },
+            ss_dur_s: 0,
+            ss_ramp_ns: 0,
+            max_latency_ns: [None; 3],
             group_reporting: false,
             percentiles: DEFAULT_PERCENTILES.to_vec(),
             end_fsync: false,

@@ -1,6 +1,6 @@
 //! The option table: what each fio option means in the simulator.
 
-use super::{JobFileError, JobSpec, RwKind, SizeSpec};
+use super::{JobFileError, JobSpec, RwKind, SizeSpec, SsKind, SteadyState};
 use crate::model::Payload;
 use crate::size::{has_iec_unit, parse_size_fio};
 
@@ -58,12 +58,7 @@ const NO_EFFECT: &[&str] = &[
     "fallocate",
     "create_on_open",
     "overwrite",
-    "per_job_logs",
-    "log_offset",
     "log_compression",
-    "write_lat_log",
-    "write_iops_log",
-    "write_hist_log",
     "continue_on_error",
     "ioscheduler",
     "nice",
@@ -122,10 +117,6 @@ const UNSUPPORTED: &[(&str, &str)] = &[
     ),
     ("openfiles", "only one file (the device) is simulated"),
     (
-        "do_verify",
-        "data verification needs data; the model keeps none",
-    ),
-    (
         "verify_only",
         "data verification needs data; the model keeps none",
     ),
@@ -160,6 +151,22 @@ const UNSUPPORTED: &[(&str, &str)] = &[
         "sequential jobs always advance by one block",
     ),
     ("io_submit_mode", "I/O is always issued inline"),
+    (
+        "latency_target",
+        "searching for the queue depth that meets a latency target is not simulated; use a fixed iodepth (and max_latency to stop on a latency)",
+    ),
+    (
+        "latency_window",
+        "searching for the queue depth that meets a latency target is not simulated",
+    ),
+    (
+        "latency_percentile",
+        "searching for the queue depth that meets a latency target is not simulated",
+    ),
+    (
+        "latency_run",
+        "searching for the queue depth that meets a latency target is not simulated",
+    ),
 ];
 
 fn err(origin: &str, line: usize, key: &str, msg: impl Into<String>) -> JobFileError {
@@ -392,7 +399,58 @@ pub fn apply(
             }
             spec.log_avg_msec = n;
         }
-        "write_bw_log" => spec.write_bw_log = Some(need()?.to_string()),
+        "write_bw_log" => spec.write_bw_log = Some(value.unwrap_or("").to_string()),
+        "write_lat_log" => spec.write_lat_log = Some(value.unwrap_or("").to_string()),
+        "write_iops_log" => spec.write_iops_log = Some(value.unwrap_or("").to_string()),
+        "write_hist_log" => spec.write_hist_log = Some(value.unwrap_or("").to_string()),
+        "log_hist_msec" => spec.log_hist_msec = int()?,
+        "log_hist_coarseness" => {
+            let n = int()?;
+            if n > 6 {
+                return Err(e(format!("{n}: allowed range 0..=6")));
+            }
+            spec.log_hist_coarseness = n as u32;
+        }
+        "log_offset" => spec.log_offset = flag()?,
+        "per_job_logs" => spec.per_job_logs = flag()?,
+        "do_verify" => {
+            // Only meaningful with `verify`, which must be off here.
+            flag()?;
+        }
+        "steadystate" | "ss" => spec.ss = parse_ss(need()?, kb).map_err(e)?,
+        "steadystate_duration" | "ss_dur" => {
+            let t = parse_time(need()?, 1_000_000_000).map_err(e)?;
+            if t != 0 && (!t.is_multiple_of(1_000_000_000) || t > 86_400_000_000_000) {
+                return Err(e(format!(
+                    "{t} ns: steady state is judged on one sample per second: give whole seconds, at most a day"
+                )));
+            }
+            spec.ss_dur_s = t / 1_000_000_000;
+        }
+        "steadystate_ramp_time" | "ss_ramp" => {
+            spec.ss_ramp_ns = parse_time(need()?, 1_000_000_000).map_err(e)?;
+        }
+        "max_latency" => {
+            let v = need()?;
+            let parts: Vec<&str> = v.split(',').map(str::trim).collect();
+            if parts.len() > 3 {
+                return Err(e(format!("{v:?}: at most three times (read,write,trim)")));
+            }
+            let mut lim = [None; 3];
+            let mut last = None;
+            for (i, slot) in lim.iter_mut().enumerate() {
+                match parts.get(i) {
+                    Some(p) if !p.is_empty() => {
+                        let t = parse_time(p, 1_000).map_err(e)?;
+                        *slot = (t > 0).then_some(t);
+                        last = *slot;
+                    }
+                    Some(_) => last = None,
+                    None => *slot = last,
+                }
+            }
+            spec.max_latency_ns = lim;
+        }
         "group_reporting" => spec.group_reporting = flag()?,
         "percentile_list" => {
             let v = need()?;
@@ -517,4 +575,51 @@ pub fn parse_time(v: &str, default_unit_ns: u64) -> Result<u64, String> {
         return Err(format!("{v:?} is too long"));
     }
     Ok(ns.round() as u64)
+}
+
+/// Parse fio's `steadystate=criterion:limit` (`iops_slope:0.1%`, `bw:10m`).
+fn parse_ss(v: &str, kb_base: u32) -> Result<SteadyState, String> {
+    let (crit, limit) = v
+        .split_once(':')
+        .ok_or_else(|| format!("{v:?}: expected criterion:limit, e.g. iops_slope:0.1%"))?;
+    let kind = match crit.trim().to_ascii_lowercase().as_str() {
+        "iops" => SsKind::Iops,
+        "iops_slope" => SsKind::IopsSlope,
+        "bw" => SsKind::Bw,
+        "bw_slope" => SsKind::BwSlope,
+        c => {
+            return Err(format!(
+                "{c:?}: the criterion is one of iops, iops_slope, bw, bw_slope"
+            ));
+        }
+    };
+    let limit = limit.trim();
+    let (value, pct) = match limit.strip_suffix('%') {
+        Some(p) => (
+            p.trim()
+                .parse::<f64>()
+                .map_err(|_| format!("{limit:?} is not a percentage"))?,
+            true,
+        ),
+        None if matches!(kind, SsKind::Bw | SsKind::BwSlope) => (
+            parse_size_fio(limit, kb_base).map_err(|x| x.to_string())? as f64,
+            false,
+        ),
+        None => (
+            limit
+                .parse::<f64>()
+                .map_err(|_| format!("{limit:?} is not a number"))?,
+            false,
+        ),
+    };
+    if !(value.is_finite() && value >= 0.0) {
+        return Err(format!(
+            "{limit:?}: the limit must be a non-negative number"
+        ));
+    }
+    Ok(SteadyState {
+        kind,
+        limit: value,
+        pct,
+    })
 }

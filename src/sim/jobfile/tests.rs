@@ -194,3 +194,43 @@ fn sizes_follow_fio_kb_base() {
     assert_eq!(jf.jobs[0].size, Some(SizeSpec::Bytes(1_000_000)));
     assert!(jf.warnings[0].contains("kb_base"), "{:?}", jf.warnings);
 }
+
+/// Options fio has that used to be ignored: now honoured or refused.
+#[test]
+fn logs_steady_state_and_latency_options() {
+    let jf = parse(
+        "[j]\ndo_verify=0\nwrite_lat_log=a\nwrite_iops_log\nwrite_hist_log=h\nlog_hist_msec=500\nlog_hist_coarseness=2\nlog_offset=1\nper_job_logs=0\nss=bw_slope:10m\nss_dur=30\nss_ramp=5s\nmax_latency=1ms,,2\n",
+        "t",
+    )
+    .unwrap();
+    assert!(jf.warnings.is_empty(), "{:?}", jf.warnings);
+    let j = &jf.jobs[0];
+    assert_eq!(j.write_lat_log.as_deref(), Some("a"));
+    assert_eq!(j.write_iops_log.as_deref(), Some(""));
+    assert_eq!((j.log_hist_msec, j.log_hist_coarseness), (500, 2));
+    assert!(j.log_offset && !j.per_job_logs);
+    assert_eq!(
+        j.ss,
+        SteadyState {
+            kind: SsKind::BwSlope,
+            limit: (10 << 20) as f64,
+            pct: false
+        }
+    );
+    assert_eq!((j.ss_dur_s, j.ss_ramp_ns), (30, 5_000_000_000));
+    assert_eq!(j.max_latency_ns, [Some(1_000_000), None, Some(2_000)]);
+    for (text, key) in [
+        ("[a]\nlatency_target=10ms\n", "latency_target"),
+        ("[a]\nss=foo:1\n", "ss"),
+        ("[a]\nss=iops\n", "ss"),
+        ("[a]\nss_dur=1500ms\n", "ss_dur"),
+        ("[a]\nlog_hist_coarseness=7\n", "log_hist_coarseness"),
+        ("[a]\ndo_verify=maybe\n", "do_verify"),
+    ] {
+        let e = parse(text, "x.fio").unwrap_err().to_string();
+        assert!(
+            e.contains("x.fio:2") && e.contains(&format!("`{key}`")),
+            "{text:?}: {e}"
+        );
+    }
+}
