@@ -97,10 +97,15 @@ impl Histogram {
     #[inline]
     pub fn record(&mut self, v: u64) {
         let v = v.min((1u64 << MAX_BITS) - 1);
-        if self.counts.is_empty() {
-            self.allocate();
+        let b = bucket_of(v);
+        match self.counts.get_mut(b) {
+            Some(c) => *c += 1,
+            None => {
+                // Only before the first sample: every bucket index is in range.
+                self.allocate();
+                self.counts[b] += 1;
+            }
         }
-        self.counts[bucket_of(v)] += 1;
         self.n += 1;
         self.min = self.min.min(v);
         self.max = self.max.max(v);
