@@ -7,7 +7,8 @@
 //! - [`device`]: one emulated SSD: model + data store + completion timing;
 //! - [`guest`]: a small Linux test guest booted in QEMU (tests, demo, benches);
 //! - [`model`]: the pure, deterministic FTL + timing model;
-//! - [`profile`]: TOML drive profiles and built-in presets.
+//! - [`profile`]: TOML drive profiles and built-in presets;
+//! - [`cli_out`], [`size`]: how commands write to stdout and end; size strings.
 
 pub mod cli_out;
 pub mod ctl;

@@ -359,10 +359,17 @@ mod prop {
             any::<bool>(),
             prop_oneof![Just(""), Just("thinktime=20\nthinktime_blocks=3\n")],
             any::<bool>(),
+            // Logs, steady state and max_latency on the same paths.
+            prop_oneof![
+                Just(""),
+                Just("log_avg_msec=1\nwrite_lat_log=l\nwrite_iops_log=i\nwrite_hist_log=h\nlog_hist_msec=1\n"),
+                Just("ss=iops:50%\nss_dur=1\n"),
+                Just("max_latency=100ms\n"),
+            ],
         )
-            .prop_map(|(rw, bs, (off, size), qd, n, numjobs, sw, think, nomap)| {
+            .prop_map(|(rw, bs, (off, size), qd, n, numjobs, sw, think, nomap, extra)| {
                 format!(
-                    "[j]\nrw={rw}\nbs={bs}\noffset={off}%\nsize={size}%\niodepth={qd}\nnumber_ios={n}\nnumjobs={numjobs}\n{}{think}{}",
+                    "[j]\nrw={rw}\nbs={bs}\noffset={off}%\nsize={size}%\niodepth={qd}\nnumber_ios={n}\nnumjobs={numjobs}\n{}{think}{}{extra}",
                     if sw { "stonewall\n" } else { "" },
                     if nomap { "norandommap\n" } else { "" }
                 )
