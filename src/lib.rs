@@ -9,8 +9,10 @@
 //! - [`kit`] (feature `kit`, on by default): the Linux test guest booted in
 //!   QEMU and `vssd demo`; the daemon's core never depends on it;
 //! - [`model`]: the pure, deterministic FTL + timing model;
-//! - [`profile`]: TOML drive profiles and built-in presets.
+//! - [`profile`]: TOML drive profiles and built-in presets;
+//! - [`cli_out`], [`size`]: how commands write to stdout and end; size strings.
 
+pub mod cli_out;
 pub mod ctl;
 pub mod device;
 pub mod frontend;

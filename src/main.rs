@@ -3,8 +3,11 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+use std::fmt::Write as _;
+
+use vssd::cli_out;
 use vssd::profile::{Profile, presets};
-use vssd::size::{format_size, parse_size};
+use vssd::size::{describe_size, format_size, parse_size};
 
 #[derive(Parser)]
 #[command(
@@ -41,8 +44,9 @@ enum ProfilesCmd {
     Show {
         /// Preset name or TOML file.
         name: String,
-        /// Override the exported capacity (geometry scaled, OP ratio kept).
-        #[arg(long, value_parser = parse_size)]
+        /// Override the exported capacity (geometry scaled, OP ratio kept):
+        /// 16G or 16GiB = 16 x 2^30 bytes, 16GB = 16 x 10^9 bytes.
+        #[arg(long, value_name = "SIZE", value_parser = parse_size)]
         capacity: Option<u64>,
         /// Also build the model and print its memory footprint and set-up time.
         #[arg(long)]
@@ -51,11 +55,13 @@ enum ProfilesCmd {
 }
 
 fn profiles(what: Option<ProfilesCmd>) -> Result<(), Box<dyn std::error::Error>> {
+    let mut text = String::new();
     match what {
         None => {
             for name in presets::NAMES {
                 let p = Profile::load(name)?;
-                println!(
+                let _ = writeln!(
+                    text,
                     "{:<15} {:>9}  {}",
                     name,
                     format_size(p.geometry.exported_capacity.0),
@@ -77,14 +83,16 @@ fn profiles(what: Option<ProfilesCmd>) -> Result<(), Box<dyn std::error::Error>>
                     "unlimited".into()
                 }
             };
-            println!("# {}", p.description);
-            println!(
+            let _ = writeln!(text, "# {}", p.description);
+            let _ = writeln!(
+                text,
                 "# raw {} / exported {} / over-provisioning {:.1} %",
                 format_size(p.raw_capacity()),
-                format_size(p.geometry.exported_capacity.0),
+                describe_size(p.geometry.exported_capacity.0),
                 p.op_ratio() * 100.0
             );
-            println!(
+            let _ = writeln!(
+                text,
                 "# predicted fresh: sequential write {}, sequential read {} (link {}, channels {}, NAND program {})",
                 mbs(pr.seq_write_bytes_s),
                 mbs(pr.seq_read_bytes_s),
@@ -98,23 +106,25 @@ fn profiles(what: Option<ProfilesCmd>) -> Result<(), Box<dyn std::error::Error>>
                 let setup = t0.elapsed();
                 let bytes = ssd.memory_bytes();
                 let units = p.geometry.exported_capacity.0 / p.geometry.mapping_unit.0;
-                println!(
+                let _ = writeln!(
+                    text,
                     "# model state: {} ({:.2} bytes per mapping unit), initialised in {:.1} ms",
                     format_size(bytes as u64),
                     bytes as f64 / units as f64,
                     setup.as_secs_f64() * 1e3
                 );
             }
-            print!("{}", p.to_toml());
+            text.push_str(&p.to_toml());
         }
     }
+    cli_out::print(&text)?;
     Ok(())
 }
 
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let cli = Cli::parse();
-    let r = match cli.cmd {
+    let r: Result<(), Box<dyn std::error::Error>> = match cli.cmd {
         Cmd::Profiles { what } => profiles(what),
         Cmd::Sim(args) => vssd::sim::run(args).map_err(Into::into),
         #[cfg(feature = "kit")]
@@ -122,16 +132,8 @@ fn main() -> ExitCode {
         Cmd::Serve(a) => vssd::serve::run(a).map_err(Into::into),
         Cmd::Ctl(a) => vssd::ctl::run(a).map_err(Into::into),
     };
-    match r {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("vssd: error: {e}");
-            let mut src = e.source();
-            while let Some(s) = src {
-                eprintln!("  caused by: {s}");
-                src = s.source();
-            }
-            ExitCode::FAILURE
-        }
+    match cli_out::finish(r) {
+        cli_out::Exit::Success => ExitCode::SUCCESS,
+        cli_out::Exit::Failure => ExitCode::FAILURE,
     }
 }

@@ -55,7 +55,7 @@ pub enum CtlError {
     Usage(String),
     /// Printing the result failed.
     #[error("writing the output")]
-    Output(#[source] std::io::Error),
+    Output(#[source] crate::cli_out::StdoutError),
 }
 
 impl From<std::io::Error> for CtlError {
@@ -253,16 +253,13 @@ fn control_path(args: &CtlArgs) -> Result<PathBuf, CtlError> {
 }
 
 fn print_json(v: &impl serde::Serialize) -> Result<(), CtlError> {
-    let mut out = std::io::stdout().lock();
-    serde_json::to_writer(&mut out, v).map_err(|e| CtlError::Output(e.into()))?;
-    writeln!(out).map_err(CtlError::Output)
+    let mut s = serde_json::to_string(v).map_err(|e| CtlError::Protocol(e.to_string()))?;
+    s.push('\n');
+    print_text(&s)
 }
 
 fn print_text(s: &str) -> Result<(), CtlError> {
-    let mut out = std::io::stdout().lock();
-    out.write_all(s.as_bytes())
-        .and_then(|()| out.flush())
-        .map_err(CtlError::Output)
+    crate::cli_out::print(s).map_err(CtlError::Output)
 }
 
 fn trim_log(client: &mut Client, follow: bool, last: usize, json: bool) -> Result<(), CtlError> {
@@ -290,7 +287,9 @@ fn trim_log(client: &mut Client, follow: bool, last: usize, json: bool) -> Resul
         let mut text = String::new();
         for rec in records {
             if json {
-                text.push_str(&serde_json::to_string(rec).map_err(|e| CtlError::Output(e.into()))?);
+                text.push_str(
+                    &serde_json::to_string(rec).map_err(|e| CtlError::Protocol(e.to_string()))?,
+                );
                 text.push('\n');
             } else {
                 if *header {

@@ -5,28 +5,49 @@
 //! Validation errors name the field and the allowed range.
 
 pub mod presets;
+mod validate;
+
+pub use validate::MIN_BLOCKS_PER_PLANE;
 
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use thiserror::Error;
 
-use crate::size::{format_size, parse_size};
+use crate::size::{describe_size, format_size, parse_size};
 
 /// Errors from loading or validating a profile.
 #[derive(Debug, Error)]
 pub enum ProfileError {
-    /// Not a preset name and not a readable file.
+    /// Not a preset name and not a readable file. The file's error is the
+    /// [`source`](std::error::Error::source), not repeated in the message.
     #[error(
-        "profile {name:?} is neither a built-in preset ({presets}) nor a readable file: {source}"
+        "profile {name:?} is neither a built-in preset nor a readable file{}; presets: {presets}",
+        suggestion.as_ref().map(|s| format!(" (did you mean {s:?}?)")).unwrap_or_default()
     )]
     NotFound {
         /// What the user gave.
         name: String,
+        /// The closest preset name, if one is close.
+        suggestion: Option<String>,
         /// Comma-separated list of preset names.
         presets: String,
         /// Why the file could not be read.
         #[source]
         source: std::io::Error,
+    },
+    /// `--capacity` is below the smallest capacity the profile scales to.
+    #[error(
+        "--capacity {}: too small for profile {profile}: the smallest capacity it scales to is {}",
+        describe_size(*requested),
+        describe_size(*minimum)
+    )]
+    CapacityTooSmall {
+        /// The profile's name.
+        profile: String,
+        /// What was asked for, bytes.
+        requested: u64,
+        /// The smallest capacity that works, bytes.
+        minimum: u64,
     },
     /// The TOML does not parse or has fields of the wrong type.
     #[error("profile {origin}: {message}")]
@@ -270,6 +291,7 @@ impl Profile {
         let text = std::fs::read_to_string(Path::new(name_or_path)).map_err(|source| {
             ProfileError::NotFound {
                 name: name_or_path.to_string(),
+                suggestion: presets::closest(name_or_path).map(str::to_string),
                 presets: presets::NAMES.join(", "),
                 source,
             }
@@ -284,7 +306,19 @@ impl Profile {
     ) -> Result<Profile, ProfileError> {
         let p = Profile::load(name_or_path)?;
         match capacity {
-            Some(c) => p.with_capacity(c),
+            Some(c) => {
+                let q = p.with_capacity(c)?;
+                let g = &q.geometry;
+                log::info!(
+                    "profile {}: exported capacity {} applied: {} blocks of {} pages per plane, over-provisioning {:.1} %",
+                    q.name,
+                    describe_size(c),
+                    g.blocks_per_plane,
+                    g.pages_per_block,
+                    q.op_ratio() * 100.0
+                );
+                Ok(q)
+            }
             None => Ok(p),
         }
     }
@@ -338,7 +372,55 @@ impl Profile {
 
     /// Return a copy exporting `capacity` bytes: blocks per plane scaled so the
     /// over-provisioning ratio stays what it was, everything else unchanged.
+    /// A capacity below the smallest the geometry scales to is refused with
+    /// that minimum ([`ProfileError::CapacityTooSmall`]).
     pub fn with_capacity(&self, capacity: u64) -> Result<Profile, ProfileError> {
+        let unit = self.geometry.mapping_unit.0;
+        match self.scaled(capacity) {
+            Err(e) if capacity.is_multiple_of(unit) && capacity > 0 => match self.min_capacity() {
+                Some(minimum) if capacity < minimum => Err(ProfileError::CapacityTooSmall {
+                    profile: self.name.clone(),
+                    requested: capacity,
+                    minimum,
+                }),
+                _ => Err(e),
+            },
+            r => r,
+        }
+    }
+
+    /// The smallest capacity [`Profile::with_capacity`] accepts for this
+    /// profile, if any (a multiple of the mapping unit).
+    pub fn min_capacity(&self) -> Option<u64> {
+        let unit = self.geometry.mapping_unit.0;
+        let top = self.geometry.exported_capacity.0 / unit;
+        if self.scaled(top * unit).is_err() {
+            return None;
+        }
+        // Smallest number of units that scales; validity grows with capacity.
+        let (mut lo, mut hi) = (1u64, top);
+        if self.scaled(unit).is_ok() {
+            return Some(unit);
+        }
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if self.scaled(mid * unit).is_ok() {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        // A whole number of MiB reads better, if it works too.
+        let exact = hi * unit;
+        let mib = exact.div_ceil(1 << 20) << 20;
+        if mib.is_multiple_of(unit) && self.scaled(mib).is_ok() {
+            Some(mib)
+        } else {
+            Some(exact)
+        }
+    }
+
+    fn scaled(&self, capacity: u64) -> Result<Profile, ProfileError> {
         let origin = format!("{} (--capacity {})", self.name, format_size(capacity));
         let unit = self.geometry.mapping_unit.0;
         if capacity == 0 || !capacity.is_multiple_of(unit) {
@@ -377,178 +459,6 @@ impl Profile {
         p.geometry.exported_capacity = Bytes(capacity);
         p.validate(&origin)?;
         Ok(p)
-    }
-
-    /// Check every field against its allowed range.
-    pub fn validate(&self, origin: &str) -> Result<(), ProfileError> {
-        let g = &self.geometry;
-        let chk = |ok: bool, field: &str, value: String, allowed: &str| {
-            if ok {
-                Ok(())
-            } else {
-                Err(invalid(origin, field, value, allowed))
-            }
-        };
-        chk(
-            !self.name.is_empty(),
-            "name",
-            "\"\"".into(),
-            "must not be empty",
-        )?;
-        chk(
-            (1..=1024).contains(&self.host.queue_depth),
-            "host.queue_depth",
-            self.host.queue_depth.to_string(),
-            "allowed range 1..=1024",
-        )?;
-        chk(
-            self.host.bandwidth_mb_s >= 0.0 && self.host.bandwidth_mb_s.is_finite(),
-            "host.bandwidth_mb_s",
-            self.host.bandwidth_mb_s.to_string(),
-            "must be >= 0 (0 = interface default)",
-        )?;
-        chk(
-            self.host.command_overhead_ns <= 100_000_000,
-            "host.command_overhead_ns",
-            self.host.command_overhead_ns.to_string(),
-            "allowed range 0..=100000000",
-        )?;
-        chk(
-            self.host.trim_ns_per_unit <= 1_000_000,
-            "host.trim_ns_per_unit",
-            self.host.trim_ns_per_unit.to_string(),
-            "allowed range 0..=1000000",
-        )?;
-        chk(
-            (1..=64).contains(&g.channels),
-            "geometry.channels",
-            g.channels.to_string(),
-            "allowed range 1..=64",
-        )?;
-        chk(
-            (1..=64).contains(&g.dies_per_channel),
-            "geometry.dies_per_channel",
-            g.dies_per_channel.to_string(),
-            "allowed range 1..=64",
-        )?;
-        chk(
-            (1..=8).contains(&g.planes_per_die),
-            "geometry.planes_per_die",
-            g.planes_per_die.to_string(),
-            "allowed range 1..=8",
-        )?;
-        chk(
-            (2..=16384).contains(&g.pages_per_block),
-            "geometry.pages_per_block",
-            g.pages_per_block.to_string(),
-            "allowed range 2..=16384",
-        )?;
-        let ps = g.page_size.0;
-        chk(
-            ps.is_power_of_two() && (512..=65536).contains(&ps),
-            "geometry.page_size",
-            format_size(ps),
-            "a power of two from 512B to 64KiB",
-        )?;
-        let mu = g.mapping_unit.0;
-        chk(
-            mu.is_power_of_two() && mu >= 512 && mu <= ps,
-            "geometry.mapping_unit",
-            format_size(mu),
-            &format!(
-                "a power of two from 512B to the page size ({})",
-                format_size(ps)
-            ),
-        )?;
-        let min_blocks = self.gc.fg_threshold_blocks.max(self.gc.bg_target_blocks) + 4;
-        chk(
-            g.blocks_per_plane >= min_blocks,
-            "geometry.blocks_per_plane",
-            g.blocks_per_plane.to_string(),
-            &format!("must be at least {min_blocks} (GC thresholds + 4 open/spare blocks per die)"),
-        )?;
-        let exp = g.exported_capacity.0;
-        chk(
-            exp > 0 && exp.is_multiple_of(mu),
-            "geometry.exported_capacity",
-            exp.to_string(),
-            &format!("a positive multiple of the mapping unit ({mu} bytes)"),
-        )?;
-        let units = exp / mu;
-        chk(
-            units < (1u64 << 32) - 1,
-            "geometry.exported_capacity",
-            format_size(exp),
-            "at most 2^32 - 2 mapping units",
-        )?;
-        let block_bytes = g.planes_per_die as u64 * g.pages_per_block as u64 * ps;
-        let reserve = self.dies() as u64 * (self.gc.fg_threshold_blocks as u64 + 2) * block_bytes;
-        let raw = self.raw_capacity();
-        chk(
-            exp + reserve <= raw,
-            "geometry.exported_capacity",
-            format_size(exp),
-            &format!(
-                "must leave room for GC: at most raw capacity {} minus {} (fg_threshold_blocks + 2 blocks on each die)",
-                format_size(raw),
-                format_size(reserve)
-            ),
-        )?;
-        chk(
-            (raw / mu) < (1u64 << 32) - 1,
-            "geometry.blocks_per_plane",
-            g.blocks_per_plane.to_string(),
-            "raw capacity must be at most 2^32 - 2 mapping units",
-        )?;
-        let n = &self.nand;
-        for (field, v) in [
-            ("nand.t_read_us", n.t_read_us),
-            ("nand.t_prog_us", n.t_prog_us),
-            ("nand.t_erase_us", n.t_erase_us),
-        ] {
-            chk(
-                v.is_finite() && (0.0..=1_000_000.0).contains(&v),
-                field,
-                v.to_string(),
-                "allowed range 0..=1000000 µs",
-            )?;
-        }
-        chk(
-            n.channel_mb_s.is_finite() && n.channel_mb_s >= 0.0,
-            "nand.channel_mb_s",
-            n.channel_mb_s.to_string(),
-            "must be >= 0 (0 = instantaneous)",
-        )?;
-        let b = self.buffer.size.0;
-        let min_buf = 2 * self.dies() as u64 * g.planes_per_die as u64 * ps;
-        chk(
-            b == 0 || (b >= min_buf && b <= (64u64 << 30)),
-            "buffer.size",
-            format_size(b),
-            &format!(
-                "0 (no write buffer) or from {} (two multi-plane pages per die) to 64GiB",
-                format_size(min_buf)
-            ),
-        )?;
-        chk(
-            (1..=1024).contains(&self.gc.fg_threshold_blocks),
-            "gc.fg_threshold_blocks",
-            self.gc.fg_threshold_blocks.to_string(),
-            "allowed range 1..=1024",
-        )?;
-        chk(
-            self.gc.bg_target_blocks <= 4096,
-            "gc.bg_target_blocks",
-            self.gc.bg_target_blocks.to_string(),
-            "allowed range 0..=4096",
-        )?;
-        chk(
-            self.gc.bg_idle_ms.is_finite() && self.gc.bg_idle_ms >= 0.0,
-            "gc.bg_idle_ms",
-            self.gc.bg_idle_ms.to_string(),
-            "must be >= 0 (0 = no background GC)",
-        )?;
-        Ok(())
     }
 
     /// Analytic throughput figures of a fresh drive from the parameters alone:
@@ -646,5 +556,38 @@ mod tests {
         assert!(e.contains("bogus"), "{e}");
         assert!(Profile::load("no-such-profile").is_err());
         assert!(p.with_capacity(1000).is_err());
+    }
+
+    #[test]
+    fn too_small_capacity_states_the_minimum() {
+        for name in presets::NAMES {
+            let p = Profile::load(name).unwrap();
+            let min = p.min_capacity().unwrap();
+            assert!(p.with_capacity(min).is_ok(), "{name}: {min}");
+            // The minimum is tight to a MiB, and every smaller capacity says it.
+            for small in [p.geometry.mapping_unit.0, min - (1 << 20)] {
+                match p.with_capacity(small) {
+                    Err(ProfileError::CapacityTooSmall { minimum, .. }) => assert_eq!(minimum, min),
+                    r => panic!("{name}: {small}: {r:?}"),
+                }
+            }
+        }
+        let e = Profile::load("sata-mlc-2011")
+            .unwrap()
+            .with_capacity(1 << 20);
+        let msg = e.unwrap_err().to_string();
+        assert!(
+            msg.contains("1048576 bytes") && msg.contains("smallest"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn unknown_names_get_a_suggestion_and_their_cause_once() {
+        let e = Profile::load("sata-mlc-201").unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("did you mean \"sata-mlc-2011\"?"), "{msg}");
+        let cause = std::error::Error::source(&e).unwrap().to_string();
+        assert!(!msg.contains(&cause), "{msg} repeats {cause}");
     }
 }

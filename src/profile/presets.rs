@@ -21,3 +21,29 @@ pub fn get(name: &str) -> Option<&'static str> {
         _ => return None,
     })
 }
+
+/// The preset name closest to `name`, if it is close enough to be a typo.
+pub fn closest(name: &str) -> Option<&'static str> {
+    let name = name.to_ascii_lowercase();
+    NAMES
+        .iter()
+        .map(|&n| (strsim::jaro_winkler(&name, n), n))
+        .filter(|&(score, _)| score >= 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, n)| n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suggests_close_names_only() {
+        assert_eq!(closest("sata-mlc-201"), Some("sata-mlc-2011"));
+        assert_eq!(closest("SATA-SLC-2009"), Some("sata-slc-2009"));
+        assert_eq!(closest("nvme"), Some("nvme-tlc"));
+        assert_eq!(closest("instnat"), Some("instant"));
+        assert_eq!(closest("nope"), None);
+        assert_eq!(closest("/tmp/my-drive.toml"), None);
+    }
+}

@@ -11,10 +11,17 @@ const MAX_BITS: u32 = 44;
 const GROUPS: usize = (MAX_BITS - SUB_BITS + 1) as usize;
 const BUCKETS: usize = (GROUPS + 1) * SUB as usize;
 
+/// fio's number of latency histogram bins (29 groups of 64).
+pub const FIO_PLAT_NR: usize = 29 * 64;
+
 /// A latency histogram with exact count, min, max, mean and standard deviation.
+///
+/// The buckets are allocated at the first sample, so a direction a job never
+/// uses costs no bucket memory.
 #[derive(Clone)]
 pub struct Histogram {
-    counts: Box<[u64; BUCKETS]>,
+    /// Empty until the first sample, then `BUCKETS` long.
+    counts: Box<[u64]>,
     n: u64,
     min: u64,
     max: u64,
@@ -67,7 +74,7 @@ impl Histogram {
     /// Empty.
     pub fn new() -> Histogram {
         Histogram {
-            counts: Box::new([0; BUCKETS]),
+            counts: Box::new([]),
             n: 0,
             min: u64::MAX,
             max: 0,
@@ -76,11 +83,29 @@ impl Histogram {
         }
     }
 
+    #[cold]
+    fn allocate(&mut self) {
+        self.counts = vec![0; BUCKETS].into_boxed_slice();
+    }
+
+    /// Heap memory held, bytes.
+    pub fn heap_bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.counts)
+    }
+
     /// Record one latency in ns.
     #[inline]
     pub fn record(&mut self, v: u64) {
         let v = v.min((1u64 << MAX_BITS) - 1);
-        self.counts[bucket_of(v)] += 1;
+        let b = bucket_of(v);
+        match self.counts.get_mut(b) {
+            Some(c) => *c += 1,
+            None => {
+                // Only before the first sample: every bucket index is in range.
+                self.allocate();
+                self.counts[b] += 1;
+            }
+        }
         self.n += 1;
         self.min = self.min.min(v);
         self.max = self.max.max(v);
@@ -90,6 +115,12 @@ impl Histogram {
 
     /// Add another histogram's samples.
     pub fn merge(&mut self, o: &Histogram) {
+        if o.counts.is_empty() {
+            return;
+        }
+        if self.counts.is_empty() {
+            self.allocate();
+        }
         for (a, b) in self.counts.iter_mut().zip(o.counts.iter()) {
             *a += b;
         }
@@ -98,6 +129,17 @@ impl Histogram {
         self.max = self.max.max(o.max);
         self.sum += o.sum;
         self.sum_sq += o.sum_sq;
+    }
+
+    /// The counts in fio's histogram bins (`FIO_IO_U_PLAT_NR` = 1856 of
+    /// them, fio 3.33's `plat_val_to_idx`): the buckets are the same below
+    /// 2^34 ns; fio keeps anything longer in its last bin.
+    pub fn fio_bins(&self) -> Vec<u64> {
+        let mut bins = vec![0u64; FIO_PLAT_NR];
+        for (i, &c) in self.counts.iter().enumerate() {
+            bins[i.min(FIO_PLAT_NR - 1)] += c;
+        }
+        bins
     }
 
     /// Number of samples.
@@ -181,6 +223,28 @@ mod tests {
             assert_eq!(bucket_of(lo), i);
             assert_eq!(bucket_of(hi - 1), i);
             prev_hi = hi;
+        }
+    }
+
+    /// The buckets are fio's: fio 3.33's `plat_val_to_idx`, written out.
+    #[test]
+    fn buckets_are_fios() {
+        fn fio_idx(v: u64) -> usize {
+            let msb = if v == 0 { 0 } else { 63 - v.leading_zeros() };
+            if msb <= 6 {
+                return v as usize;
+            }
+            let error_bits = msb - 6;
+            let base = (error_bits + 1) << 6;
+            let offset = 63 & (v >> error_bits) as u32;
+            ((base + offset) as usize).min(FIO_PLAT_NR - 1)
+        }
+        for v in (0..5000).chain((12..44).flat_map(|b| [(1u64 << b) - 1, 1 << b, (1 << b) + 12345]))
+        {
+            let mut h = Histogram::new();
+            h.record(v);
+            let bins = h.fio_bins();
+            assert_eq!(bins[fio_idx(v)], 1, "{v}");
         }
     }
 

@@ -10,7 +10,10 @@
 pub mod engine;
 pub mod hist;
 pub mod jobfile;
+pub mod logfiles;
+mod logs;
 pub mod report;
+pub mod results;
 pub mod rng;
 
 use std::io::IsTerminal;
@@ -19,11 +22,12 @@ use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
+use crate::cli_out::{self, StdoutError};
 use crate::model::ModelError;
 use crate::profile::{Profile, ProfileError};
 use crate::size::parse_size;
 
-pub use engine::{BwSample, DirReport, JobReport, RunReport, Simulation};
+pub use engine::{BwSample, DirReport, JobReport, Progress, RunReport, Simulation};
 pub use jobfile::{Dir, JobFile, JobFileError, JobSpec};
 
 /// Errors of `vssd sim`.
@@ -54,6 +58,20 @@ pub enum SimError {
         #[source]
         source: ModelError,
     },
+    /// A job ended with an error, as fio's would (`max_latency`); the
+    /// report was written.
+    #[error("job [{job}] ended with error {errno}: {msg}")]
+    JobFailed {
+        /// Job name.
+        job: String,
+        /// fio's error number.
+        errno: i32,
+        /// What happened.
+        msg: String,
+    },
+    /// The report could not be written to standard output.
+    #[error("cannot write the report")]
+    Stdout(#[source] StdoutError),
     /// An output file could not be written.
     #[error("cannot write {path}")]
     Io {
@@ -80,8 +98,9 @@ pub struct SimArgs {
     /// Drive profile: a preset name (see `vssd profiles`) or a TOML file.
     #[arg(long)]
     pub profile: String,
-    /// Override the exported capacity (geometry scaled, over-provisioning kept).
-    #[arg(long, value_parser = parse_size)]
+    /// Override the exported capacity (geometry scaled, over-provisioning kept):
+    /// 16G or 16GiB = 16 x 2^30 bytes, 16GB = 16 x 10^9 bytes.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub capacity: Option<u64>,
     /// `normal` (readable) or `json` (fio's JSON shape; byte-identical for a given seed).
     #[arg(long, value_enum, default_value = "normal")]
@@ -109,15 +128,17 @@ pub fn run(args: SimArgs) -> Result<(), SimError> {
     let profile = Profile::load_with_capacity(&args.profile, args.capacity)?;
     let wall = Instant::now();
     let mut sim = Simulation::new(&profile, args.seed);
+    // Memory bounded by what is logged: keep series only for logs to write.
+    sim.set_keep_bw_series(args.bw_log.is_some());
     let init = wall.elapsed();
 
     let bar = indicatif::ProgressBar::with_draw_target(
         Some(1000),
         indicatif::ProgressDrawTarget::hidden(),
     );
-    if let Ok(style) = indicatif::ProgressStyle::with_template(
-        "{spinner} sim [{elapsed_precise}] {wide_bar} {percent}% (eta {eta})",
-    ) {
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template("{spinner} {msg} {wide_bar} {percent:>3}%")
+    {
         bar.set_style(style);
     }
     // DESIGN.md: progress on a TTY, quiet in JSON mode.
@@ -125,23 +146,37 @@ pub fn run(args: SimArgs) -> Result<(), SimError> {
     let mut shown = false;
     let run_start = Instant::now();
     let cpu_start = cpu_seconds();
-    let report = sim.run_with_progress(&jobs.jobs, &mut |f| {
-        if tty && !shown && run_start.elapsed() > Duration::from_secs(1) {
+    let v0 = sim.now_ns();
+    let mut last: Option<(u64, u64)> = None;
+    let report = sim.run_with_progress(&jobs.jobs, &mut |p: &Progress<'_>| {
+        if !tty {
+            return;
+        }
+        let wall = run_start.elapsed();
+        if !shown && wall > Duration::from_secs(1) {
             bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
             shown = true;
         }
-        bar.set_position((f * 1000.0) as u64);
+        // Bandwidth since the last update, in model time: what fio's status
+        // line would show the guest doing.
+        let mbs = match last {
+            Some((t, b)) if p.now_ns > t => {
+                p.bytes.saturating_sub(b) as f64 * 1e3 / (p.now_ns - t) as f64
+            }
+            _ => 0.0,
+        };
+        last = Some((p.now_ns, p.bytes));
+        bar.set_position((p.fraction * 1000.0) as u64);
+        bar.set_message(progress_text(p, mbs, p.now_ns - v0, wall));
     })?;
     let run_wall = run_start.elapsed();
     let run_cpu = cpu_seconds() - cpu_start;
     bar.finish_and_clear();
 
-    if args.bw_log.is_some() || report.jobs.iter().any(|j| j.write_bw_log.is_some()) {
-        let files = report::write_bw_logs(&report, args.bw_log.as_deref())
-            .map_err(|(path, source)| SimError::Io { path, source })?;
-        for f in files {
-            log::debug!("wrote {}", f.display());
-        }
+    let files = logfiles::write_logs(&report, args.bw_log.as_deref(), true, true)
+        .map_err(|(path, source)| SimError::Io { path, source })?;
+    for f in files {
+        log::debug!("wrote {}", f.display());
     }
 
     let secs = run_wall.as_secs_f64();
@@ -173,12 +208,46 @@ pub fn run(args: SimArgs) -> Result<(), SimError> {
             path: path.clone(),
             source,
         })?,
-        None => print!("{text}"),
+        None => cli_out::print(&text).map_err(SimError::Stdout)?,
     }
     if args.output_format == OutputFormat::Json {
         eprintln!("vssd sim: {speed}");
     }
-    Ok(())
+    match report
+        .jobs
+        .iter()
+        .find_map(|j| j.error.as_ref().map(|e| (j, e)))
+    {
+        Some((j, e)) => Err(SimError::JobFailed {
+            job: j.name.clone(),
+            errno: e.errno,
+            msg: e.msg.clone(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The progress bar's text: job, current model-time bandwidth, virtual
+/// time, wall time so far and the estimated wall time left.
+fn progress_text(p: &Progress<'_>, mbs: f64, virt_ns: u64, wall: Duration) -> String {
+    let hms = |s: f64| {
+        let s = s.max(0.0).round() as u64;
+        format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+    };
+    let el = wall.as_secs_f64();
+    let eta = if p.fraction > 0.0 {
+        hms(el * (1.0 - p.fraction) / p.fraction)
+    } else {
+        "?".into()
+    };
+    format!(
+        "{}: {:.0} MB/s, {:.1} s virtual [{} elapsed, eta {}]",
+        if p.job.is_empty() { "sim" } else { p.job },
+        mbs,
+        virt_ns as f64 / 1e9,
+        hms(el),
+        eta
+    )
 }
 
 /// CPU time used by this process so far (user + system), seconds; 0 if unknown.

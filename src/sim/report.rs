@@ -4,15 +4,14 @@
 //! bytes; wall-clock figures are printed by the caller elsewhere.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::Serialize;
 use serde::ser::SerializeMap;
 
 use crate::model::Counters;
 
-use super::engine::{JobReport, RunReport};
+use super::engine::{JobReport, RunReport, SsReport};
 use super::hist::Histogram;
 use super::jobfile::Dir;
 
@@ -89,26 +88,16 @@ struct JsonDir {
     bw_samples: u64,
 }
 
-/// Summary of a job's bandwidth-log samples for one direction, KiB/s.
+/// Summary of a job's bandwidth samples for one direction, KiB/s:
+/// (min, max, mean, stddev, count).
 fn bw_sample_stats(j: &JobReport, d: Dir) -> (u64, u64, f64, f64, u64) {
-    let v: Vec<u64> = j
-        .bw_log
-        .iter()
-        .filter(|s| s.dir == d)
-        .map(|s| s.kib_s)
-        .collect();
-    if v.is_empty() {
-        return (0, 0, 0.0, 0.0, 0);
-    }
-    let n = v.len() as f64;
-    let mean = v.iter().sum::<u64>() as f64 / n;
-    let var = v.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / n;
+    let s = &j.bw_stats[d as usize];
     (
-        *v.iter().min().unwrap_or(&0),
-        *v.iter().max().unwrap_or(&0),
-        round3(mean),
-        round3(var.sqrt()),
-        v.len() as u64,
+        s.min(),
+        s.max(),
+        round3(s.mean()),
+        round3(s.stddev()),
+        s.count(),
     )
 }
 
@@ -159,7 +148,7 @@ struct JsonJobOptions {
 struct JsonJob {
     jobname: String,
     groupid: usize,
-    error: u32,
+    error: i32,
     #[serde(rename = "job options")]
     job_options: JsonJobOptions,
     read: JsonDir,
@@ -169,6 +158,52 @@ struct JsonJob {
     /// Jobs merged into this entry (fio's group_reporting).
     #[serde(skip_serializing_if = "is_one")]
     jobs: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    steadystate: Option<JsonSs>,
+}
+
+#[derive(Serialize)]
+struct JsonSsData {
+    bw_mean: u64,
+    iops_mean: u64,
+    iops: Vec<u64>,
+    bw: Vec<u64>,
+}
+
+/// fio's `steadystate` object.
+#[derive(Serialize)]
+struct JsonSs {
+    ss: String,
+    duration: u64,
+    attained: u32,
+    criterion: String,
+    max_deviation: f64,
+    slope: f64,
+    data: JsonSsData,
+}
+
+impl JsonSs {
+    fn new(s: &SsReport) -> JsonSs {
+        JsonSs {
+            ss: s.ss.clone(),
+            duration: s.duration,
+            attained: s.attained as u32,
+            criterion: format!("{:.6}{}", s.criterion, if s.pct { "%" } else { "" }),
+            max_deviation: finite(s.max_deviation),
+            slope: finite(s.slope),
+            data: JsonSsData {
+                bw_mean: s.bw_mean(),
+                iops_mean: s.iops_mean(),
+                iops: s.iops.clone(),
+                bw: s.bw.clone(),
+            },
+        }
+    }
+}
+
+/// JSON has no NaN: 0 instead (fio prints what its printf makes of it).
+fn finite(v: f64) -> f64 {
+    if v.is_finite() { v } else { 0.0 }
 }
 
 fn is_one(v: &u32) -> bool {
@@ -212,7 +247,6 @@ pub fn json(r: &RunReport) -> String {
         .map(|j| JsonJob {
             jobname: j.name.clone(),
             groupid: j.group,
-            error: 0,
             job_options: JsonJobOptions {
                 rw: j.rw.clone(),
                 bs: bs_text(j),
@@ -223,6 +257,8 @@ pub fn json(r: &RunReport) -> String {
             trim: JsonDir::new(j, Dir::Trim),
             job_runtime: runtime_ms(j),
             jobs: j.jobs,
+            error: j.error.as_ref().map_or(0, |e| e.errno),
+            steadystate: j.steadystate.as_ref().map(JsonSs::new),
         })
         .collect();
     let out = JsonOut {
@@ -336,8 +372,26 @@ pub fn normal(r: &RunReport) -> String {
             bs_text(j),
             j.iodepth
         );
+        if let Some(e) = &j.error {
+            let _ = writeln!(out, "  error={}: {}", e.errno, e.msg);
+        }
         for &d in &j.dirs {
             dir_text(&mut out, j, d);
+        }
+        if let Some(s) = &j.steadystate {
+            let bw = s.bw_mean() as f64;
+            let _ = writeln!(
+                out,
+                "  steadystate  : attained={}, bw={}/s ({}/s), iops={}, {}{}={:.3}{}",
+                if s.attained { "yes" } else { "no" },
+                bin(bw),
+                dec(bw),
+                iops_text(s.iops_mean() as f64),
+                if s.iops_based { "iops" } else { "bw" },
+                if s.slope_based { " slope" } else { " mean dev" },
+                s.criterion,
+                if s.pct { "%" } else { "" }
+            );
         }
         let _ = writeln!(
             out,
@@ -350,7 +404,7 @@ pub fn normal(r: &RunReport) -> String {
     let groups = jobs.iter().map(|j| j.group).max().map_or(0, |g| g + 1);
     for g in 0..groups {
         let _ = writeln!(out, "Run status group {g} (all jobs):");
-        let members: Vec<&JobReport> = jobs.iter().filter(|j| j.group == g).collect();
+        let members: Vec<&JobReport> = jobs.iter().map(|j| &**j).filter(|j| j.group == g).collect();
         for d in Dir::ALL {
             let io: u64 = members.iter().map(|j| j.dir[d as usize].io_bytes).sum();
             if io == 0 {
@@ -383,7 +437,7 @@ pub fn normal(r: &RunReport) -> String {
         out,
         "\nDrive: profile {}, {} exported, seed {}",
         r.profile,
-        crate::size::format_size(r.capacity),
+        crate::size::describe_size(r.capacity),
         r.seed
     );
     let _ = writeln!(
@@ -433,29 +487,13 @@ pub fn normal(r: &RunReport) -> String {
 
 /// Write fio-format bandwidth logs: for each job instance with a prefix
 /// (`override_prefix`, else the job's `write_bw_log`), `PREFIX_bw.N.log`
-/// with lines `msec, KiB/s, direction, bs, offset`. Returns the files written.
+/// with lines `msec, KiB/s, direction, bs, priority`. Returns the files
+/// written. See [`super::logfiles::write_logs`] for every log.
 pub fn write_bw_logs(
     r: &RunReport,
     override_prefix: Option<&str>,
 ) -> Result<Vec<PathBuf>, (PathBuf, std::io::Error)> {
-    let mut written = Vec::new();
-    for j in &r.jobs {
-        let Some(prefix) = override_prefix.or(j.write_bw_log.as_deref()) else {
-            continue;
-        };
-        let path = PathBuf::from(format!("{prefix}_bw.{}.log", j.index));
-        write_one(&path, j).map_err(|e| (path.clone(), e))?;
-        written.push(path);
-    }
-    Ok(written)
-}
-
-fn write_one(path: &Path, j: &JobReport) -> std::io::Result<()> {
-    let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
-    for s in &j.bw_log {
-        writeln!(w, "{}, {}, {}, {}, 0", s.msec, s.kib_s, s.dir as u8, s.bs)?;
-    }
-    w.flush()
+    super::logfiles::write_logs(r, override_prefix, true, false)
 }
 
 #[cfg(test)]

@@ -8,7 +8,6 @@
 pub mod trim_passthrough;
 pub mod used_state;
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
@@ -91,9 +90,12 @@ pub enum DemoError {
     /// Starting or talking to `vssd serve` failed.
     #[error(transparent)]
     Serve(#[from] ServeProcessError),
-    /// Local files (scratch directory, output).
+    /// Local files (scratch directory).
     #[error("{0}")]
     Io(String),
+    /// Printing the result failed.
+    #[error("writing the result")]
+    Output(#[source] crate::cli_out::StdoutError),
     /// The guest script failed.
     #[error("the guest script failed (status {status}); its output:\n{output}")]
     Script {
@@ -135,10 +137,7 @@ impl Env {
 
     /// Print the result on stdout.
     pub fn print(&self, text: &str) -> Result<(), DemoError> {
-        let mut out = std::io::stdout().lock();
-        writeln!(out, "{text}")
-            .and_then(|()| out.flush())
-            .map_err(|e| DemoError::Io(format!("writing the result: {e}")))
+        crate::cli_out::print(&format!("{text}\n")).map_err(DemoError::Output)
     }
 
     /// Start `vssd serve` for the bus: data in memory, SCHED_FIFO
