@@ -26,6 +26,7 @@ impl Ssd {
     }
 
     /// Put full block `b` in its die's bucket for its valid count.
+    #[inline]
     pub(super) fn bucket_insert(&mut self, b: u32) {
         let die = self.geo.die_of_block(b) as usize;
         let v = self.valid[b as usize] as usize;
@@ -42,6 +43,7 @@ impl Ssd {
     }
 
     /// Take full block `b` out of its bucket.
+    #[inline]
     pub(super) fn bucket_remove(&mut self, b: u32) {
         let die = self.geo.die_of_block(b) as usize;
         let v = self.valid[b as usize] as usize;
@@ -88,6 +90,7 @@ impl Ssd {
 
     /// Make sure the GC write point of `die` has an open block; false if it
     /// has none and the die has no free block to open.
+    #[inline]
     fn ensure_gc_block(&mut self, die: usize, now: u64) -> bool {
         if self.wp(Stream::Gc, die).block != NONE {
             return true;
@@ -266,6 +269,7 @@ impl Ssd {
     /// for that dpage costs with the current victim (u / (1 − u) per unit
     /// written), so GC keeps pace with host writes in small steps instead of
     /// stalling them for whole victims when the pool runs out.
+    #[inline]
     pub(super) fn gc_keep_pace(&mut self, die: usize, t: u64) {
         if self.free[die].len() > self.geo.fg_threshold as usize {
             return;

@@ -5,45 +5,74 @@ use super::ssd::{BlockState, NONE, Ssd};
 
 impl Ssd {
     /// Check every FTL invariant; returns a description of the first broken one.
-    /// Used by the property tests; cost is linear in the drive size.
+    /// Used by the property tests and after a load; cost is linear in the
+    /// mapped units and the blocks (unmapped stretches are skipped fast).
+    ///
+    /// Whatever the state (e.g. one crafted to pass a checksum), this never
+    /// panics, and a state it accepts cannot make the request path panic or
+    /// corrupt the mapping.
     pub fn check_invariants(&self) -> Result<(), String> {
+        self.check_shapes()?;
+        self.check_mapping()?;
+        self.check_blocks()
+    }
+
+    /// Every table has the geometry's size.
+    pub(super) fn check_shapes(&self) -> Result<(), String> {
         let g = &self.geo;
-        let mut valid = vec![0u32; self.valid.len()];
+        let nblocks = self.valid.len();
+        if nblocks != g.blocks()
+            || self.state.len() != nblocks
+            || self.erase_count.len() != nblocks
+            || self.last_write.len() != nblocks
+            || self.free.len() != g.dies as usize
+            || self.wps.len() != g.dies as usize
+            || self.gc_cur.len() != g.dies as usize
+            || self.cursor >= g.dies
+        {
+            return Err("tables do not match the geometry".into());
+        }
+        Ok(())
+    }
+
+    /// The mapping table and the reverse map are exact inverses, and the
+    /// per-block valid counts and the mapped-unit count match them. (A load
+    /// rebuilds the reverse map and the counts from the mapping table, so
+    /// this holds by construction there.)
+    fn check_mapping(&self) -> Result<(), String> {
+        let g = &self.geo;
+        let nblocks = self.valid.len();
+        let mut valid = vec![0u32; nblocks];
         let mut mapped = 0u64;
-        for lpn in 0..g.logical_units {
-            let e = self.l2p.get(lpn as usize);
-            if e == 0 {
-                continue;
-            }
+        self.l2p.try_for_each_nonzero(|lpn, e| {
             mapped += 1;
             let ppn = e - 1;
             if ppn >= g.physical_units {
                 return Err(format!("lpn {lpn} maps outside NAND: {ppn}"));
             }
-            if self.p2l.get(ppn as usize) != lpn + 1 {
+            if self.p2l.get(ppn as usize) != lpn as u64 + 1 {
                 return Err(format!(
                     "lpn {lpn} -> ppn {ppn}, but ppn {ppn} -> {}",
                     self.p2l.get(ppn as usize) as i64 - 1
                 ));
             }
             valid[g.block_of_ppn(ppn) as usize] += 1;
-        }
+            Ok(())
+        })?;
         let mut reverse = 0u64;
-        for ppn in 0..g.physical_units {
-            let e = self.p2l.get(ppn as usize);
-            if e != 0 {
-                reverse += 1;
-                if e > g.logical_units {
-                    return Err(format!("ppn {ppn} claims lpn {} beyond the drive", e - 1));
-                }
-                if self.l2p.get((e - 1) as usize) != ppn + 1 {
-                    return Err(format!(
-                        "ppn {ppn} claims lpn {}, which maps elsewhere",
-                        e - 1
-                    ));
-                }
+        self.p2l.try_for_each_nonzero(|ppn, e| {
+            reverse += 1;
+            if e > g.logical_units {
+                return Err(format!("ppn {ppn} claims lpn {} beyond the drive", e - 1));
             }
-        }
+            if self.l2p.get((e - 1) as usize) != ppn as u64 + 1 {
+                return Err(format!(
+                    "ppn {ppn} claims lpn {}, which maps elsewhere",
+                    e - 1
+                ));
+            }
+            Ok(())
+        })?;
         if mapped != reverse || mapped != self.mapped_units {
             return Err(format!(
                 "mapped {mapped}, reverse {reverse}, counter {}",
@@ -59,10 +88,33 @@ impl Ssd {
                 valid[b], self.valid[b]
             ));
         }
+        Ok(())
+    }
+
+    /// Blocks, free lists, write points, buckets, GC in progress and
+    /// counters agree with each other and with the valid counts. Reads the
+    /// reverse map only after the write points.
+    pub(super) fn check_blocks(&self) -> Result<(), String> {
+        let g = &self.geo;
+        let nblocks = self.valid.len();
+        let mapped = self.mapped_units;
+        if let Some(b) = (0..nblocks).find(|&b| BlockState::from_u8(self.state[b]).is_none()) {
+            return Err(format!("block {b} has unknown state {}", self.state[b]));
+        }
+        if let Some(b) = (0..nblocks).find(|&b| self.valid[b] > g.units_per_block) {
+            return Err(format!("block {b} has more valid units than it holds"));
+        }
         let mut free = 0;
         let mut open = 0;
+        let mut listed = vec![false; nblocks];
+        let mut bucketed = 0usize;
         for d in 0..g.dies as usize {
             for &b in &self.free[d] {
+                if b as usize >= nblocks || std::mem::replace(&mut listed[b as usize], true) {
+                    return Err(format!(
+                        "free list of die {d} holds block {b} twice or outside the drive"
+                    ));
+                }
                 if self.state[b as usize] != BlockState::Free as u8 || self.valid[b as usize] != 0 {
                     return Err(format!(
                         "free list of die {d} holds block {b} that is not free/empty"
@@ -76,22 +128,48 @@ impl Ssd {
             }
             free += self.free[d].len();
             for wp in self.wps[d] {
-                if wp.block != NONE {
-                    open += 1;
-                    if self.state[wp.block as usize] != BlockState::Open as u8 {
-                        return Err(format!("write point block {} is not open", wp.block));
+                if wp.block == NONE {
+                    if wp.page != 0 || wp.slot != 0 {
+                        return Err(format!(
+                            "die {d}: write point without a block has a position"
+                        ));
                     }
+                    continue;
+                }
+                open += 1;
+                if wp.block as usize >= nblocks
+                    || g.die_of_block(wp.block) as usize != d
+                    || wp.page >= g.pages_per_block
+                    || wp.slot >= g.units_per_dpage
+                {
+                    return Err(format!("die {d}: write point outside the die's blocks"));
+                }
+                if self.state[wp.block as usize] != BlockState::Open as u8 {
+                    return Err(format!("write point block {} is not open", wp.block));
+                }
+                // Units not written yet must be unwritten: the write point
+                // would otherwise overwrite live mapping entries.
+                let next = g.ppn(wp.block, wp.page, wp.slot);
+                let end = g.ppn(wp.block + 1, 0, 0);
+                if let Some(ppn) = (next..end).find(|&p| self.p2l.get(p as usize) != 0) {
+                    return Err(format!(
+                        "die {d}: unit {ppn} after the write point holds data"
+                    ));
                 }
             }
             for v in 0..self.heads[d].len() {
                 let mut b = self.heads[d][v];
                 while b != NONE {
-                    if self.valid[b as usize] as usize != v
+                    bucketed += 1;
+                    if b as usize >= nblocks
+                        || bucketed > nblocks
+                        || self.valid[b as usize] as usize != v
                         || self.state[b as usize] != BlockState::Full as u8
+                        || g.die_of_block(b) as usize != d
                     {
                         return Err(format!(
-                            "bucket {v} of die {d} holds block {b} (valid {})",
-                            self.valid[b as usize]
+                            "bucket {v} of die {d} holds block {b} (valid {:?})",
+                            self.valid.get(b as usize)
                         ));
                     }
                     b = self.bnext[b as usize];
@@ -99,6 +177,12 @@ impl Ssd {
             }
         }
         let states = |s: BlockState| self.state.iter().filter(|&&x| x == s as u8).count();
+        if bucketed != states(BlockState::Full) {
+            return Err(format!(
+                "{bucketed} blocks in the valid-count buckets, {} full",
+                states(BlockState::Full)
+            ));
+        }
         if states(BlockState::Free) != free {
             return Err(format!(
                 "{} blocks marked free, {free} in free lists",
@@ -129,7 +213,8 @@ impl Ssd {
         }
         for (d, cur) in self.gc_cur.iter().enumerate() {
             if let Some((b, _)) = *cur
-                && (self.state[b as usize] != BlockState::Victim as u8
+                && (b as usize >= nblocks
+                    || self.state[b as usize] != BlockState::Victim as u8
                     || g.die_of_block(b) as usize != d)
             {
                 return Err(format!(

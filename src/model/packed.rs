@@ -39,19 +39,63 @@ impl PackedVec {
         }
     }
 
-    /// Rebuild from saved words (see [`PackedVec::words`]).
-    pub fn from_words(words: Vec<u64>, len: usize, max: u64) -> Option<PackedVec> {
-        let v = PackedVec::new(0, max);
-        let bits = len as u128 * v.width as u128;
-        if words.len() != (bits.div_ceil(64) + 1) as usize {
-            return None;
-        }
-        Some(PackedVec { words, len, ..v })
+    /// Entries.
+    pub fn len(&self) -> usize {
+        self.len
     }
 
-    /// The raw storage, for persistence.
-    pub fn words(&self) -> &[u64] {
-        &self.words
+    /// Bits per entry.
+    pub fn width(&self) -> u32 {
+        self.width
+    }
+
+    /// The words holding entries (without the spare word): entries
+    /// `64 k .. 64 (k + 1)` are exactly words `width k .. width (k + 1)`.
+    pub fn data_words(&self) -> &[u64] {
+        &self.words[..self.words.len() - 1]
+    }
+
+    /// The words holding entries, to fill them in place (persistence).
+    /// Bits past the last entry must stay zero: see [`PackedVec::clear_tail`].
+    pub fn data_words_mut(&mut self) -> &mut [u64] {
+        let n = self.words.len() - 1;
+        &mut self.words[..n]
+    }
+
+    /// Zero the bits after the last entry (and the spare word), which
+    /// [`PackedVec::data_words_mut`] may have set.
+    pub fn clear_tail(&mut self) {
+        let used = self.len as u128 * self.width as u128;
+        let w = (used / 64) as usize;
+        let sh = (used % 64) as u32;
+        if sh > 0 {
+            self.words[w] &= (1u64 << sh) - 1;
+            self.words[w + 1..].fill(0);
+        } else {
+            self.words[w..].fill(0);
+        }
+    }
+
+    /// Call `f(i, v)` for every entry `v` ≠ 0, in order, skipping zeroed
+    /// storage 64 entries at a time (fast on sparse tables); stops at the
+    /// first error.
+    pub fn try_for_each_nonzero<E>(
+        &self,
+        mut f: impl FnMut(usize, u64) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let w = self.width as usize;
+        for (g, words) in self.data_words().chunks(w).enumerate() {
+            if words.iter().all(|&x| x == 0) {
+                continue;
+            }
+            for i in g * 64..((g + 1) * 64).min(self.len) {
+                let v = self.get(i);
+                if v != 0 {
+                    f(i, v)?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Heap bytes used.
@@ -106,6 +150,37 @@ impl PackedVec {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn nonzero_walk_and_tail() {
+        for width_max in [1u64, 5, (1 << 29) - 1, u64::MAX] {
+            let mut p = PackedVec::new(1000, width_max);
+            let set = [0usize, 63, 64, 200, 511, 512, 999];
+            for &i in &set {
+                p.set(i, (i as u64 % width_max.min(1000)) + 1);
+            }
+            let mut seen = Vec::new();
+            p.try_for_each_nonzero(|i, v| {
+                assert_eq!(p.get(i), v);
+                seen.push(i);
+                Ok::<_, ()>(())
+            })
+            .unwrap();
+            assert_eq!(seen, set);
+            let before = p.clone();
+            if !(1000 * p.width()).is_multiple_of(64) {
+                // A stray bit after the last entry.
+                let n = p.data_words_mut().len();
+                p.data_words_mut()[n - 1] |= 1 << 63;
+                assert_ne!(p, before);
+            }
+            p.clear_tail();
+            assert_eq!(p, before);
+            for i in 0..1000 {
+                assert_eq!(p.get(i), before.get(i));
+            }
+        }
+    }
 
     #[test]
     fn widths() {

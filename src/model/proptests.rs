@@ -168,6 +168,14 @@ fn run(p: &Profile, ops: &[Step]) -> Result<(), TestCaseError> {
     let in_progress = ssd.gc_cur.iter().flatten().count() as u64;
     prop_assert_eq!(c.gc_victims, c.erases + in_progress);
     prop_assert!(c.nand_bytes_programmed >= c.gc_copies * unit);
+    // Whatever the state, a save loads back to the same FTL.
+    let mut buf = Vec::new();
+    ssd.save(&mut buf).unwrap();
+    let back = Ssd::load(p, &buf[..]).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    back.check_invariants().map_err(TestCaseError::fail)?;
+    prop_assert_eq!(back.counters(), c);
+    prop_assert!(back.l2p == ssd.l2p && back.p2l == ssd.p2l && back.valid == ssd.valid);
+    prop_assert!(back.free == ssd.free && back.erase_count == ssd.erase_count);
     Ok(())
 }
 
@@ -214,6 +222,8 @@ fn persistence_roundtrip_after_random_ops() {
     ssd.save(&mut buf).unwrap();
     let back = Ssd::load(&p, &buf[..]).unwrap();
     assert_eq!(back.counters(), ssd.counters());
+    assert_eq!(back.l2p, ssd.l2p);
+    back.check_invariants().unwrap();
 }
 
 #[test]

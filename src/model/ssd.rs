@@ -387,6 +387,7 @@ impl Ssd {
     }
 
     /// A NAND read on `die` of `bytes` bytes; returns when the data has crossed the channel.
+    #[inline]
     pub(super) fn nand_read(&mut self, die: usize, t: u64, bytes: u64) -> u64 {
         let (ch, lane) = self.geo.channel_of(die);
         let rs = t.max(self.die_busy[die]);
@@ -523,6 +524,7 @@ impl Ssd {
     }
 
     /// Remove the mapping of `lpn`, if any, invalidating its physical unit.
+    #[inline]
     pub(super) fn unmap(&mut self, lpn: u64) {
         let e = self.l2p.get(lpn as usize);
         if e == 0 {

@@ -54,6 +54,7 @@ impl Ssd {
     }
 
     /// Units that still fit in the block open for `stream` on `die` (0 if none is open).
+    #[inline]
     pub(super) fn wp_room(&self, stream: Stream, die: usize) -> u64 {
         let wp = self.wp(stream, die);
         if wp.block == NONE {
@@ -86,6 +87,9 @@ impl Ssd {
     ///
     /// The write point must hold a block: `host_die` (host) and
     /// `ensure_gc_block` (GC) open one first.
+    // Inlined into its two callers, each with a constant stream, so the
+    // per-stream branches fold away (place_on runs once per unit written).
+    #[inline(always)]
     pub(super) fn place_on(
         &mut self,
         stream: Stream,
@@ -140,6 +144,7 @@ impl Ssd {
 
     /// Program the open dpage of a stream on `die`, padded if partial.
     /// Returns the program completion time, or None if nothing was pending.
+    #[inline]
     pub(super) fn program_open(&mut self, stream: Stream, die: usize) -> Option<u64> {
         let wp = *self.wp(stream, die);
         if wp.block == NONE || wp.slot == 0 {
