@@ -385,31 +385,21 @@ fn tcp_listener_is_loopback_unless_asked() {
         .unwrap()
         .port();
     let addr = format!("tcp:127.0.0.1:{port}");
-    let ctl = dir.path().join("c.sock");
-    let mut child = Command::new(VSSD)
-        .args([
-            "serve",
+    let serve = Serve::start_with(
+        dir.path(),
+        &[
             "--profile",
             "instant",
             "--capacity",
             "64M",
             "--memory",
-            "--control",
-        ])
-        .arg(&ctl)
-        .args(["--nbd", &addr])
-        .stdin(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let t = std::time::Instant::now();
-    while UnixStream::connect(&ctl).is_err() {
-        assert!(t.elapsed() < Duration::from_secs(20), "no control socket");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+            "--nbd",
+            &addr,
+        ],
+        false,
+    );
     let out = tool("nbdinfo", &["--size", &format!("nbd://127.0.0.1:{port}")]);
     assert_eq!(out.trim(), (64 * MIB).to_string());
-    // SAFETY: kill(2) on our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    assert!(child.wait().unwrap().success());
+    assert_eq!(serve.report().frontends.len(), 1, "NBD only");
+    serve.stop_ok();
 }

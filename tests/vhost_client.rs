@@ -236,3 +236,179 @@ fn memory_region_past_the_end_of_its_file_is_refused() {
     drop(d);
     serve.stop_ok();
 }
+
+/// Hardening: `ctl precondition` runs in chunks: guest I/O is served while
+/// it runs (a request completes before the precondition does), and closing
+/// the client cancels it, keeping what was done.
+#[test]
+fn precondition_lets_io_through_and_can_be_cancelled() {
+    use std::io::{BufRead, BufReader, Write};
+    let dir = scratch_dir();
+    let serve = Serve::start(
+        dir.path(),
+        &["--profile", "sata-mlc-2011", "--capacity", "1G", "--memory"],
+    );
+    // A long precondition (many capacities of random writes), with progress.
+    let req = b"{\"cmd\":\"precondition\",\"steps\":[{\"step\":\"random\",\"bs\":4096,\"amount\":\"50x\"}],\"progress\":true}\n";
+    let mut ctl = std::os::unix::net::UnixStream::connect(&serve.control).unwrap();
+    ctl.write_all(req).unwrap();
+    let mut lines = BufReader::new(ctl.try_clone().unwrap());
+    let mut first = String::new();
+    lines.read_line(&mut first).unwrap();
+    assert!(
+        first.contains("\"progress\""),
+        "a progress line first: {first}"
+    );
+
+    // Meanwhile the drive serves I/O and ctl stats.
+    let mut d = BlkDriver::connect(&serve.socket, &DriverOptions::default()).unwrap();
+    let s = Scratch::new(&mut d, 4096).unwrap();
+    let r = blk::run(
+        &mut d,
+        0,
+        &s,
+        &BlkOp::Write {
+            sector: 0,
+            data: pattern(4096, 1),
+        },
+        T,
+    )
+    .unwrap();
+    assert_eq!(r.status, OK);
+    let during = serve.report();
+    let mut next = String::new();
+    lines.read_line(&mut next).unwrap();
+    assert!(
+        next.contains("\"progress\""),
+        "the precondition was still running after the write and a stats call: {next}"
+    );
+    // Cancel: close the connection.
+    drop(lines);
+    drop(ctl);
+    let t = std::time::Instant::now();
+    while !serve.log_text().contains("cancelled") {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "no cancellation:\n{}",
+            serve.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let after = serve.report();
+    let written = after.counters.host_written_bytes;
+    assert!(written >= during.counters.host_written_bytes);
+    assert!(
+        written < 50 << 30,
+        "cancelled before the end: {written} bytes"
+    );
+    // Still serving.
+    let r = blk::run(
+        &mut d,
+        0,
+        &s,
+        &BlkOp::Read {
+            sector: 0,
+            len: 4096,
+        },
+        T,
+    )
+    .unwrap();
+    assert!(r.status == OK && r.data == pattern(4096, 1));
+    drop(d);
+    serve.stop_ok();
+}
+
+/// Hardening: a guest write the backing file cannot take (here: over the
+/// process's file size limit, as on a full disk) fails with an I/O error
+/// status, is logged at warn level, and the daemon keeps serving.
+#[test]
+fn backing_file_full_is_an_error_status_and_a_warning() {
+    let dir = scratch_dir();
+    let img = dir.path().join("disk.img");
+    // Sized before the limit applies; writes past 16 MiB will fail.
+    std::fs::File::create(&img)
+        .unwrap()
+        .set_len(64 << 20)
+        .unwrap();
+    let sock = dir.path().join("vhost.sock");
+    let ctl = dir.path().join("ctl.sock");
+    let log = dir.path().join("serve.log");
+    struct KillOnDrop(std::process::Child);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let child = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "trap '' XFSZ; ulimit -f 32768; exec {} serve --socket {} --control {} --profile instant --capacity 64M --backing {}",
+            common::serve::VSSD,
+            sock.display(),
+            ctl.display(),
+            img.display()
+        ))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut child = KillOnDrop(child);
+    let t = std::time::Instant::now();
+    while !sock.exists() || std::os::unix::net::UnixStream::connect(&ctl).is_err() {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "daemon did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut d = BlkDriver::connect(&sock, &DriverOptions::default()).unwrap();
+    let s = Scratch::new(&mut d, 4096).unwrap();
+    let low = blk::run(
+        &mut d,
+        0,
+        &s,
+        &BlkOp::Write {
+            sector: 8,
+            data: pattern(4096, 2),
+        },
+        T,
+    )
+    .unwrap();
+    assert_eq!(low.status, OK);
+    let high_sector = (32u64 << 20) / 512;
+    let high = blk::run(
+        &mut d,
+        0,
+        &s,
+        &BlkOp::Write {
+            sector: high_sector,
+            data: pattern(4096, 2),
+        },
+        T,
+    )
+    .unwrap();
+    assert_eq!(high.status, VIRTIO_BLK_S_IOERR as u8);
+    let r = blk::run(
+        &mut d,
+        0,
+        &s,
+        &BlkOp::Read {
+            sector: 8,
+            len: 4096,
+        },
+        T,
+    )
+    .unwrap();
+    assert!(r.status == OK && r.data == pattern(4096, 2));
+    drop(d);
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.0.id() as i32, libc::SIGTERM) };
+    child.0.wait().unwrap();
+    let log = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("WARN") && l.contains("Write of 4096 bytes failed")),
+        "{log}"
+    );
+}

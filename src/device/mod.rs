@@ -114,7 +114,14 @@ impl DeviceError {
             DeviceError::BadRange { .. } => Status::Invalid,
             DeviceError::Model(e) if model_error_is_request_error(e) => Status::Invalid,
             DeviceError::Model(_) | DeviceError::Stopped(_) => Status::Stopped,
-            DeviceError::Io(e) if e.raw_os_error() == Some(libc::ENOSPC) => Status::NoSpace,
+            DeviceError::Io(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ENOSPC | libc::EFBIG | libc::EDQUOT)
+                ) =>
+            {
+                Status::NoSpace
+            }
             _ => Status::IoError,
         }
     }

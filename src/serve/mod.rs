@@ -263,8 +263,8 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
     })?);
 
     // Sockets are bound private, then given their final mode (the control
-    // socket stays 0600).
-    let ctl_listener = bind_private(&control, || UnixListener::bind(&control))?;
+    // socket stays 0600). The control socket comes last: once it answers,
+    // every listener is ready.
     let mut vhost_listener = match &args.socket {
         Some(s) => {
             let l = bind_private(s, || {
@@ -276,6 +276,7 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         None => None,
     };
     let nbd_listeners = bind_nbd(&args, socket_mode, gid)?;
+    let ctl_listener = bind_private(&control, || UnixListener::bind(&control))?;
 
     server::spawn(ctl_listener, device.clone()).map_err(ServeError::Setup)?;
     spawn_sampler(&device).map_err(ServeError::Setup)?;

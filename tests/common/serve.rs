@@ -26,6 +26,13 @@ impl Serve {
     /// `vssd serve --socket DIR/vhost.sock --control DIR/ctl.sock ARGS`,
     /// waiting until both sockets answer.
     pub fn start(dir: &Path, args: &[&str]) -> Serve {
+        Self::start_with(dir, args, true)
+    }
+
+    /// `vssd serve --control DIR/ctl.sock ARGS` (no vhost-user socket
+    /// unless `vhost`), waiting until the control socket answers: the
+    /// daemon binds it last, so every listener is ready then.
+    pub fn start_with(dir: &Path, args: &[&str], vhost: bool) -> Serve {
         let socket = dir.join("vhost.sock");
         let control = dir.join("ctl.sock");
         let log = dir.join(format!(
@@ -36,10 +43,12 @@ impl Serve {
                 .unwrap_or(0)
         ));
         let logf = std::fs::File::create(&log).expect("creating the daemon's log");
-        let mut child = Command::new(VSSD)
-            .arg("serve")
-            .arg("--socket")
-            .arg(&socket)
+        let mut cmd = Command::new(VSSD);
+        cmd.arg("serve");
+        if vhost {
+            cmd.arg("--socket").arg(&socket);
+        }
+        let mut child = cmd
             .arg("--control")
             .arg(&control)
             .args(args)
@@ -50,7 +59,7 @@ impl Serve {
             .spawn()
             .expect("starting vssd serve");
         let t = Instant::now();
-        while !(socket.exists() && UnixStream::connect(&control).is_ok()) {
+        while UnixStream::connect(&control).is_err() {
             if let Ok(Some(st)) = child.try_wait() {
                 panic!(
                     "vssd serve exited ({st}): {}",
