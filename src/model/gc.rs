@@ -226,7 +226,7 @@ impl Ssd {
         self.l2p.warm(&lpns);
         // Pass 2: read each page, then program its units at the GC write point.
         let mut next = 0;
-        let mut placed = 0u64;
+        let copies_before = self.raw.gc_copies;
         let mut stalled = false;
         'pages: for &(n, plane_pages) in &pages {
             self.raw.nand_pages_read += plane_pages as u64;
@@ -239,11 +239,10 @@ impl Ssd {
                 // ensure_gc_block just made sure the GC write point is open.
                 self.place_on(Stream::Gc, die, lpn, ready);
                 self.raw.gc_copies += 1;
-                placed += 1;
             }
             next += n;
         }
-        let progress = !stalled || placed > 0;
+        let progress = !stalled || self.raw.gc_copies != copies_before;
         self.gc_lpns = lpns;
         self.gc_pages = pages;
         if self.valid[victim as usize] == 0 {

@@ -159,19 +159,21 @@ pub struct Counters {
 /// A data-free way to age the drive in model time (`vssd ctl precondition`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Precondition {
-    /// One sequential pass over the whole drive with `bs` writes at QD 32.
+    /// One sequential pass over the whole drive with `bs` writes at QD 32
+    /// (`bs` at most [`MAX_REQUEST_BYTES`]).
     FillSequential {
         /// Write size.
         bs: u64,
     },
-    /// Uniformly random aligned `bs` writes at QD 32, `amount` bytes in total.
+    /// Uniformly random aligned `bs` writes at QD 32, `amount` bytes in total
+    /// (`bs` at most [`MAX_REQUEST_BYTES`]).
     Random {
         /// Write size.
         bs: u64,
         /// Total bytes.
         amount: u64,
     },
-    /// TRIM the whole drive.
+    /// TRIM the whole drive, in TRIMs of [`TRIM_PIECE_UNITS`] mapping units.
     TrimAll,
 }
 

@@ -256,6 +256,9 @@ impl Ssd {
     ///
     /// `now_ns` is clamped to be non-decreasing. A bad request (misaligned,
     /// out of range) returns an error and leaves the state untouched.
+    /// [`ModelError::Internal`] instead means the model found its state
+    /// broken: it is damaged from then on (see [`Ssd::damaged`]). Never
+    /// panics.
     pub fn submit(&mut self, now_ns: u64, req: &Request) -> Result<Completion, ModelError> {
         if let Some(what) = self.damaged {
             return Err(ModelError::Internal { what });

@@ -52,7 +52,7 @@ impl Channel {
                 }
                 let k = &mut next[i];
                 if *k == usize::MAX {
-                    *k = l.partition_point(|&(_, e)| e <= s);
+                    *k = first_ending_after(l, s);
                 }
                 while let Some(&(bs, be)) = l.get(*k) {
                     if be <= s {
@@ -97,6 +97,19 @@ impl Channel {
     }
 }
 
+/// Index of the first interval of `l` (sorted) that ends after `s`.
+///
+/// `VecDeque::partition_point` does the same, but the compiler may leave it
+/// out of line; this runs once per lane per reservation.
+#[inline(always)]
+fn first_ending_after(l: &VecDeque<(u64, u64)>, s: u64) -> usize {
+    let (a, b) = l.as_slices();
+    match a.last() {
+        Some(&(_, e)) if e <= s => a.len() + b.partition_point(|&(_, e)| e <= s),
+        _ => a.partition_point(|&(_, e)| e <= s),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,5 +129,23 @@ mod tests {
         c.prune(150);
         assert_eq!(c.reserve(0, 300, 5), 300);
         assert!(c.len() <= 4, "{c:?}");
+    }
+
+    #[test]
+    fn search_matches_partition_point_on_wrapped_deques() {
+        // Pushes after pops make the deque wrap around its buffer.
+        let mut l: VecDeque<(u64, u64)> = VecDeque::with_capacity(8);
+        for round in 0..40u64 {
+            l.push_back((round * 10, round * 10 + 5));
+            if l.len() > 6 {
+                l.pop_front();
+            }
+            for s in 0..round * 10 + 20 {
+                assert_eq!(
+                    first_ending_after(&l, s),
+                    l.partition_point(|&(_, e)| e <= s)
+                );
+            }
+        }
     }
 }
