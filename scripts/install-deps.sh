@@ -43,6 +43,7 @@ STAGE2=(
     busybox-static      # guest userland (build-guest.sh downloads its own copy too)
     cpio kmod xz-utils  # build-guest.sh: initramfs packing, depmod, vmlinux extraction
     util-linux          # flock, blkdiscard, fstrim
+    hdparm              # IDENTIFY DEVICE as a SATA guest sees it (docs/windows.md)
     e2fsprogs           # mkfs.ext4 in guest scripts
     xfsprogs btrfs-progs dosfstools f2fs-tools  # more filesystems that send TRIM
     gcc libc6-dev       # linker for cargo

@@ -25,7 +25,7 @@ enum Cmd {
     /// The main job: boot a guest on an emulated SSD and show fresh, used and trimmed speeds.
     #[cfg(feature = "kit")]
     Demo(vssd::kit::demo::DemoArgs),
-    /// Serve an emulated SSD to QEMU over vhost-user-blk.
+    /// Serve an emulated SSD to QEMU: virtio-blk over vhost-user, SATA or NVMe over NBD.
     Serve(vssd::serve::ServeArgs),
     /// Inspect or reset a running `vssd serve` through its control socket.
     Ctl(vssd::ctl::CtlArgs),

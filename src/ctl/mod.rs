@@ -86,6 +86,9 @@ pub struct CtlArgs {
 /// `vssd ctl` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum CtlCmd {
+    /// Wait until the daemon answers (up to --timeout): for scripts that
+    /// start `vssd serve` in the background. Every listener is ready then.
+    Wait,
     /// Drive counters, write amplification, latency and lateness, frontends
     /// and their TRIM audit.
     Stats {
@@ -262,6 +265,25 @@ fn print_text(s: &str) -> Result<(), CtlError> {
     crate::cli_out::print(s).map_err(CtlError::Output)
 }
 
+/// Retry connecting and asking for stats until the daemon answers.
+fn wait_ready(control: &Path, timeout: Duration) -> Result<(), CtlError> {
+    let start = std::time::Instant::now();
+    loop {
+        let r = Client::connect(control, timeout)
+            .and_then(|mut c| c.call(&CtlRequest::Stats, &mut |_| {}));
+        match r {
+            Ok(_) => return Ok(()),
+            Err(e @ (CtlError::Connect { .. } | CtlError::Io(_))) => {
+                if start.elapsed() >= timeout {
+                    return Err(e);
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 fn trim_log(client: &mut Client, follow: bool, last: usize, json: bool) -> Result<(), CtlError> {
     let fetch = |client: &mut Client, after: u64| -> Result<TrimLogResult, CtlError> {
         client.call_typed(&CtlRequest::TrimLog { after, max: 10_000 }, &mut |_| {})
@@ -335,8 +357,13 @@ pub fn run(args: CtlArgs) -> Result<(), CtlError> {
         )));
     }
     let control = control_path(&args)?;
-    let mut client = Client::connect(&control, Duration::from_secs_f64(args.timeout))?;
+    let timeout = Duration::from_secs_f64(args.timeout);
+    if let CtlCmd::Wait = args.cmd {
+        return wait_ready(&control, timeout);
+    }
+    let mut client = Client::connect(&control, timeout)?;
     match args.cmd {
+        CtlCmd::Wait => {}
         CtlCmd::Stats { json } => {
             let r: StatsReport = client.call_typed(&CtlRequest::Stats, &mut |_| {})?;
             if json {
