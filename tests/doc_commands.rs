@@ -135,7 +135,7 @@ fn documented_commands_work_as_pasted() {
         let last = stderr
             .lines()
             .filter_map(|l| l.strip_prefix("@@BLOCK "))
-            .last()
+            .next_back()
             .unwrap_or("?");
         assert!(
             out.status.success(),
