@@ -34,6 +34,13 @@ enum Cmd {
         #[command(subcommand)]
         what: Option<ProfilesCmd>,
     },
+    /// Benchmark scenarios (the published protocols) in a guest and in the simulator.
+    #[cfg(feature = "kit")]
+    Bench(vssd::kit::bench::BenchArgs),
+    /// Measure a block device like HD Tune: throughput at positions over it
+    /// (run it in a guest; writing destroys data).
+    #[cfg(feature = "kit")]
+    Surface(vssd::kit::bench::surface::SurfaceArgs),
     /// Run fio job files against the drive model in virtual time.
     Sim(vssd::sim::SimArgs),
 }
@@ -127,6 +134,10 @@ fn main() -> ExitCode {
     let r: Result<(), Box<dyn std::error::Error>> = match cli.cmd {
         Cmd::Profiles { what } => profiles(what),
         Cmd::Sim(args) => vssd::sim::run(args).map_err(Into::into),
+        #[cfg(feature = "kit")]
+        Cmd::Bench(a) => vssd::kit::bench::run(a).map_err(Into::into),
+        #[cfg(feature = "kit")]
+        Cmd::Surface(a) => vssd::kit::bench::surface::run(a).map_err(Into::into),
         #[cfg(feature = "kit")]
         Cmd::Demo(a) => vssd::kit::demo::run(a).map_err(Into::into),
         Cmd::Serve(a) => vssd::serve::run(a).map_err(Into::into),

@@ -30,7 +30,7 @@ pub enum Scenario {
 }
 
 /// Filesystems the trim-passthrough scenario can use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Fs {
     /// ext4 (`mkfs.ext4 -E nodiscard`).

@@ -111,6 +111,9 @@ pub enum GuestError {
         /// The last lines of the serial console.
         console_tail: String,
     },
+    /// The run was cancelled (QEMU killed).
+    #[error("the guest run was cancelled")]
+    Cancelled,
     /// The guest's init could not run the script (9p mount failed...).
     #[error("guest init failed: {reason}\n--- console tail ---\n{console_tail}")]
     GuestInit {

@@ -55,6 +55,7 @@ pub struct Guest {
     accel: Option<Accel>,
     kernel_args: Vec<String>,
     console_log: Option<PathBuf>,
+    cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl Default for Guest {
@@ -110,6 +111,7 @@ impl Guest {
             accel: None,
             kernel_args: Vec::new(),
             console_log: None,
+            cancel: None,
         }
     }
 
@@ -140,6 +142,13 @@ impl Guest {
     /// Adds a kernel command-line argument (no whitespace).
     pub fn kernel_arg(mut self, arg: impl Into<String>) -> Self {
         self.kernel_args.push(arg.into());
+        self
+    }
+
+    /// Stop the run (QEMU killed, [`GuestError::Cancelled`]) as soon as
+    /// `flag` becomes true, e.g. from a Ctrl-C handler.
+    pub fn cancel_on(mut self, flag: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Self {
+        self.cancel = Some(flag);
         self
     }
 
@@ -369,6 +378,15 @@ impl Guest {
                     child.kill();
                     break child.0.wait().map_err(io_err("waiting for QEMU"))?;
                 }
+            }
+            if self
+                .cancel
+                .as_ref()
+                .is_some_and(|f| f.load(std::sync::atomic::Ordering::SeqCst))
+            {
+                child.kill();
+                let _ = child.0.wait();
+                return Err(GuestError::Cancelled);
             }
             if start.elapsed() > timeout {
                 child.kill();
