@@ -5,6 +5,7 @@
 //! by default), and `cargo build --no-default-features` builds the daemon
 //! without it.
 
+pub mod bench;
 pub mod bus;
 pub mod demo;
 pub mod guest;
