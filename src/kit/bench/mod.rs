@@ -10,14 +10,20 @@
 //! - [`progress`]: bars and lines while it runs;
 //! - [`report`], [`chart`], [`compare`]: what is written and drawn.
 
+pub mod chart;
+pub mod compare;
 pub mod expr;
 pub mod guestrun;
 pub mod metrics;
 pub mod progress;
+pub mod report;
 pub mod results;
 pub mod scenario;
 pub mod simrun;
 pub mod surface;
+
+#[cfg(test)]
+mod testdata;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -216,11 +222,8 @@ pub fn compare_runs(guest: &BenchResults, sim: &BenchResults, tol: f64) -> Vec<P
             let (metric, gv) = throughput_metric(g)?;
             let sp = sim.phase(&g.name)?;
             let sv = *sp.metrics.get(metric)?;
-            let diff = if gv > 0.0 {
-                (sv - gv) / gv
-            } else {
-                f64::INFINITY
-            };
+            // Relative to the guest's figure (bytes/s: never below 1, so finite).
+            let diff = (sv - gv) / gv.max(1.0);
             let qd = |p: &results::PhaseResult| p.metrics.get("drive_qd").copied();
             let guest_bound = matches!((qd(g), qd(sp)), (Some(a), Some(b)) if a < 0.5 * b);
             Some(PhaseComparison {
@@ -380,13 +383,11 @@ fn summary(r: &BenchResults) -> String {
     o
 }
 
-/// Write `results.json` (and the reports) into `dir`.
+/// Write `results.json`, the CSVs, the charts and the reports into `dir`.
 fn write_outputs(dir: &std::path::Path, r: &BenchResults) -> Result<(), BenchError> {
-    let io = |e: std::io::Error| BenchError::Io(format!("{}: {e}", dir.display()));
-    std::fs::create_dir_all(dir).map_err(io)?;
-    let json = serde_json::to_string_pretty(r).map_err(|e| BenchError::Io(e.to_string()))?;
-    std::fs::write(dir.join("results.json"), json).map_err(io)?;
-    Ok(())
+    report::write_outputs(dir, r)
+        .map(|_| ())
+        .map_err(|e| BenchError::Io(format!("{}: {e}", dir.display())))
 }
 
 fn run_cmd(a: RunArgs) -> Result<(), BenchError> {
@@ -507,16 +508,8 @@ pub fn run(args: BenchArgs) -> Result<(), BenchError> {
         },
         BenchCmd::Run(a) => run_cmd(a),
         BenchCmd::Compare { a, b } => {
-            let load = |d: &PathBuf| -> Result<BenchResults, BenchError> {
-                let p = d.join("results.json");
-                let t = std::fs::read_to_string(&p)
-                    .map_err(|e| BenchError::Io(format!("{}: {e}", p.display())))?;
-                serde_json::from_str(&t)
-                    .map_err(|e| BenchError::Io(format!("{}: {e}", p.display())))
-            };
-            let (ra, rb) = (load(&a)?, load(&b)?);
-            crate::cli_out::print(&(summary(&ra) + "\n" + &summary(&rb)))
-                .map_err(BenchError::Output)
+            let text = compare::compare_dirs(&a, &b).map_err(|e| BenchError::Io(e.to_string()))?;
+            crate::cli_out::print(&text).map_err(BenchError::Output)
         }
     }
 }

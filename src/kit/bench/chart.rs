@@ -1,0 +1,933 @@
+//! SVG charts of a benchmark run, drawn from [`BenchResults`] alone:
+//!
+//! - [`throughput`]: bandwidth over time, one line per fio phase (x: seconds
+//!   into the phase), as the reviews draw "fresh / used / after TRIM";
+//! - [`surfaces`]: HD Tune-style throughput over disk position, one line per
+//!   surface phase;
+//! - [`drive`]: write amplification and free blocks over the run, with the
+//!   phases marked;
+//! - [`sim_vs_guest_throughput`], [`sim_vs_guest_surfaces`]: the guest's
+//!   lines solid and the simulator's dashed, one colour per phase.
+//!
+//! Charts are 800×450 SVG documents. Text is left to the viewer's
+//! `sans-serif` font (plotters' naive layout, no system fonts needed), and
+//! lines use the Okabe–Ito palette, which stays distinct with the common
+//! colour-vision deficiencies. Any data draws: non-finite values are left
+//! out, empty inputs give no chart (`None`).
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use super::report::{fmt_bytes, fmt_num};
+use super::results::{BenchResults, Mode, PhaseResult};
+
+/// Chart width, px.
+pub const WIDTH: u32 = 800;
+/// Chart height, px.
+pub const HEIGHT: u32 = 450;
+
+/// One drawn chart.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Chart {
+    /// File name in the output directory (`throughput.svg`, `sim-drive.svg`, ...).
+    pub file_name: String,
+    /// What it shows, one line (figure caption, alt text).
+    pub title: String,
+    /// The SVG document.
+    pub svg: String,
+}
+
+/// Okabe–Ito, in an order that reads well on white (yellow last).
+const PALETTE: [RGBColor; 8] = [
+    RGBColor(0, 114, 178),   // blue
+    RGBColor(213, 94, 0),    // vermillion
+    RGBColor(0, 158, 115),   // bluish green
+    RGBColor(204, 121, 167), // reddish purple
+    RGBColor(230, 159, 0),   // orange
+    RGBColor(86, 180, 233),  // sky blue
+    RGBColor(0, 0, 0),       // black
+    RGBColor(240, 228, 66),  // yellow
+];
+const INK: RGBColor = RGBColor(34, 34, 34);
+const MUTED: RGBColor = RGBColor(102, 102, 102);
+const GRID: RGBColor = RGBColor(224, 224, 224);
+const FONT: &str = "sans-serif";
+/// Left edge of the plotting area (y label area + margin), px.
+const PLOT_LEFT: i32 = 78;
+const HEADER_H: u32 = 58;
+
+fn colour(i: usize) -> RGBColor {
+    PALETTE[i % PALETTE.len()]
+}
+
+/// Every chart of a run: its own, and with a simulator run attached, the
+/// overlays and the simulator's own charts (prefixed `sim-`).
+pub fn charts(r: &BenchResults) -> Vec<Chart> {
+    let mut out: Vec<Chart> = [throughput(r), surfaces(r), drive(r)]
+        .into_iter()
+        .flatten()
+        .collect();
+    if let Some(sim) = r.sim.as_deref() {
+        out.extend(sim_vs_guest_throughput(r));
+        out.extend(sim_vs_guest_surfaces(r));
+        for mut c in [throughput(sim), surfaces(sim), drive(sim)]
+            .into_iter()
+            .flatten()
+        {
+            c.file_name = format!("sim-{}", c.file_name);
+            c.title = format!("Simulator run: {}", c.title);
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Bandwidth over time of every phase with a series (`throughput.svg`).
+pub fn throughput(r: &BenchResults) -> Option<Chart> {
+    let mut lines = Vec::new();
+    for p in &r.phases {
+        for (dir, pts) in series_lines(p) {
+            let label = match dir {
+                Some(d) => format!("{} ({d})", p.name),
+                None => p.name.clone(),
+            };
+            lines.push(Line::solid(label, colour(lines.len()), pts));
+        }
+    }
+    let title = format!("{}: throughput over time per phase", r.scenario);
+    let plot = Plot {
+        title: title.clone(),
+        subtitle: subtitle(r),
+        x_desc: "Time into the phase (s)".into(),
+        y_desc: format!("{} (MB/s)", direction_word(r, Kind::Series)),
+        legend: lines.iter().map(Line::legend).collect(),
+        lines,
+        x_end: None,
+    };
+    render("throughput.svg", title, &plot)
+}
+
+/// HD Tune-style throughput over disk position (`surface.svg`).
+pub fn surfaces(r: &BenchResults) -> Option<Chart> {
+    let axis = PositionAxis::new(r.capacity);
+    let mut lines = Vec::new();
+    for p in &r.phases {
+        if let Some(pts) = surface_line(p, &axis) {
+            lines.push(Line::solid(p.name.clone(), colour(lines.len()), pts));
+        }
+    }
+    let title = format!("{}: {}", r.scenario, surface_title(r));
+    let plot = Plot {
+        title: title.clone(),
+        subtitle: subtitle(r),
+        x_desc: axis.desc(),
+        y_desc: format!("{} (MB/s)", direction_word(r, Kind::Surface)),
+        legend: lines.iter().map(Line::legend).collect(),
+        lines,
+        x_end: axis.end(),
+    };
+    render("surface.svg", title, &plot)
+}
+
+/// The guest's series (solid) and the simulator's (dashed), phase by phase
+/// (`sim-vs-guest-throughput.svg`); `None` without a simulator run or
+/// without a phase that has a series in both.
+pub fn sim_vs_guest_throughput(r: &BenchResults) -> Option<Chart> {
+    let sim = r.sim.as_deref()?;
+    overlay(r, sim, "sim-vs-guest-throughput.svg", Kind::Series)
+}
+
+/// The guest's surfaces (solid) and the simulator's (dashed)
+/// (`sim-vs-guest-surface.svg`).
+pub fn sim_vs_guest_surfaces(r: &BenchResults) -> Option<Chart> {
+    let sim = r.sim.as_deref()?;
+    overlay(r, sim, "sim-vs-guest-surface.svg", Kind::Surface)
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Series,
+    Surface,
+}
+
+fn overlay(r: &BenchResults, sim: &BenchResults, file: &str, kind: Kind) -> Option<Chart> {
+    let axis = PositionAxis::new(r.capacity);
+    let get = |p: &PhaseResult| -> Vec<DirLine> {
+        match kind {
+            Kind::Series => series_lines(p),
+            Kind::Surface => surface_line(p, &axis)
+                .map(|l| (None, l))
+                .into_iter()
+                .collect(),
+        }
+    };
+    let mut lines = Vec::new();
+    let mut legend = Vec::new();
+    for p in &r.phases {
+        let Some(s) = sim.phase(&p.name) else {
+            continue;
+        };
+        let sim_lines = get(s);
+        for (dir, pts) in get(p) {
+            let Some((_, sim_pts)) = sim_lines.iter().find(|(d, _)| *d == dir) else {
+                continue;
+            };
+            let c = colour(legend.len());
+            let label = match dir {
+                Some(d) => format!("{} ({d})", p.name),
+                None => p.name.clone(),
+            };
+            legend.push(Legend {
+                label: label.clone(),
+                colour: c,
+                dashed: false,
+            });
+            lines.push(Line::solid(label.clone(), c, pts));
+            lines.push(Line {
+                label,
+                colour: c,
+                dashed: true,
+                points: sim_pts.clone(),
+            });
+        }
+    }
+    if lines.is_empty() {
+        return None;
+    }
+    legend.push(Legend {
+        label: "guest".into(),
+        colour: INK,
+        dashed: false,
+    });
+    legend.push(Legend {
+        label: "simulator".into(),
+        colour: INK,
+        dashed: true,
+    });
+    let (what, x_desc) = match kind {
+        Kind::Series => (
+            "throughput per phase".to_string(),
+            "Time into the phase (s)".to_string(),
+        ),
+        Kind::Surface => ("surface".to_string(), axis.desc()),
+    };
+    let title = format!("{}: simulator vs guest, {what}", r.scenario);
+    let plot = Plot {
+        title: title.clone(),
+        subtitle: subtitle(r),
+        x_desc,
+        y_desc: format!("{} (MB/s)", direction_word(r, kind)),
+        lines,
+        legend,
+        x_end: (kind == Kind::Surface).then(|| axis.end()).flatten(),
+    };
+    render(file, title, &plot)
+}
+
+/// A line of a phase: its direction (`write`, `read`; `None` when the
+/// phase moved data one way only) and its (x, MB/s) points.
+type DirLine = (Option<&'static str>, Vec<(f64, f64)>);
+
+/// Lines of a phase's series: the directions it moved data in, as
+/// (seconds into the phase at the end of each interval, MB/s). The
+/// direction is named only when the phase both read and wrote.
+fn series_lines(p: &PhaseResult) -> Vec<DirLine> {
+    let Some(s) = &p.series else {
+        return Vec::new();
+    };
+    let dt = if s.interval_s.is_finite() && s.interval_s > 0.0 {
+        s.interval_s
+    } else {
+        1.0
+    };
+    let active = |v: &[f64]| v.iter().any(|x| x.is_finite() && *x > 0.0);
+    let to_pts = |v: &[f64]| -> Vec<(f64, f64)> {
+        v.iter()
+            .enumerate()
+            .map(|(i, b)| ((i + 1) as f64 * dt, b / 1e6))
+            .filter(|(x, y)| x.is_finite() && y.is_finite())
+            .collect()
+    };
+    let (r, w) = (active(&s.read_bytes_s), active(&s.write_bytes_s));
+    let mut out = Vec::new();
+    if r && w {
+        out.push((Some("write"), to_pts(&s.write_bytes_s)));
+        out.push((Some("read"), to_pts(&s.read_bytes_s)));
+    } else if r {
+        out.push((None, to_pts(&s.read_bytes_s)));
+    } else if !s.write_bytes_s.is_empty() {
+        out.push((None, to_pts(&s.write_bytes_s)));
+    } else if !s.read_bytes_s.is_empty() {
+        out.push((None, to_pts(&s.read_bytes_s)));
+    }
+    out.retain(|(_, pts)| !pts.is_empty());
+    out
+}
+
+/// A surface phase as (position on the x axis, MB/s), in position order.
+fn surface_line(p: &PhaseResult, axis: &PositionAxis) -> Option<Vec<(f64, f64)>> {
+    let s = p.surface.as_ref()?;
+    let mut pts: Vec<(f64, f64)> = s
+        .points
+        .iter()
+        .map(|pt| (axis.x(pt.offset, pt.position), pt.bytes_s / 1e6))
+        .filter(|(x, y)| x.is_finite() && y.is_finite())
+        .collect();
+    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+    (!pts.is_empty()).then_some(pts)
+}
+
+/// "Write", "Read" or "Throughput", from what the lines of that kind measure.
+fn direction_word(r: &BenchResults, kind: Kind) -> &'static str {
+    let (mut reads, mut writes) = (false, false);
+    for p in &r.phases {
+        match kind {
+            Kind::Series => {
+                for (dir, _) in series_lines(p) {
+                    match dir {
+                        Some(_) => (reads, writes) = (true, true),
+                        None => {
+                            let s = p.series.as_ref();
+                            if s.is_some_and(|s| s.read_bytes_s.iter().any(|x| *x > 0.0)) {
+                                reads = true
+                            } else {
+                                writes = true
+                            }
+                        }
+                    }
+                }
+            }
+            Kind::Surface => match p.surface.as_ref().map(|s| s.op.as_str()) {
+                Some("read") => reads = true,
+                Some("write") => writes = true,
+                Some(_) => (reads, writes) = (true, true),
+                None => {}
+            },
+        }
+    }
+    match (reads, writes) {
+        (false, true) => "Write throughput",
+        (true, false) => "Read throughput",
+        _ => "Throughput",
+    }
+}
+
+fn surface_title(r: &BenchResults) -> String {
+    let surfaces: Vec<_> = r.phases.iter().filter_map(|p| p.surface.as_ref()).collect();
+    let Some(first) = surfaces.first() else {
+        return "surface test (HD Tune-style)".into();
+    };
+    let same = surfaces
+        .iter()
+        .all(|s| s.op == first.op && s.block == first.block);
+    if same {
+        format!(
+            "{} surface (HD Tune-style, {} blocks)",
+            first.op,
+            fmt_bytes(first.block)
+        )
+    } else {
+        "surface tests (HD Tune-style)".into()
+    }
+}
+
+/// "profile P · 1 GiB · virtio · guest (kvm, Linux 6.1)" or "... · simulator".
+pub(crate) fn subtitle(r: &BenchResults) -> String {
+    let mut parts = vec![format!("profile {}", r.profile), fmt_bytes(r.capacity)];
+    match r.mode {
+        Mode::Guest => {
+            parts.push(format!("{} bus", r.bus.name()));
+            let mut how = Vec::new();
+            if let Some(a) = &r.environment.accel {
+                how.push(a.clone());
+            }
+            if let Some(k) = &r.environment.guest_kernel {
+                how.push(format!("Linux {k}"));
+            }
+            if how.is_empty() {
+                parts.push("guest".into());
+            } else {
+                parts.push(format!("guest ({})", how.join(", ")));
+            }
+        }
+        Mode::Sim => parts.push("simulator (model time)".into()),
+    }
+    if r.incomplete.is_some() {
+        parts.push("INCOMPLETE".into());
+    }
+    parts.join(" · ")
+}
+
+/// Where along the drive a surface point is: GiB or MiB from the start,
+/// or % of capacity when the capacity is unknown.
+struct PositionAxis {
+    capacity: u64,
+    unit: f64,
+    name: &'static str,
+}
+
+impl PositionAxis {
+    fn new(capacity: u64) -> Self {
+        const GIB: u64 = 1 << 30;
+        match capacity {
+            0 => PositionAxis {
+                capacity,
+                unit: 0.0,
+                name: "%",
+            },
+            c if c >= GIB => PositionAxis {
+                capacity,
+                unit: GIB as f64,
+                name: "GiB",
+            },
+            _ => PositionAxis {
+                capacity,
+                unit: (1u64 << 20) as f64,
+                name: "MiB",
+            },
+        }
+    }
+
+    fn x(&self, offset: u64, position: f64) -> f64 {
+        if self.unit == 0.0 {
+            position * 100.0
+        } else {
+            offset as f64 / self.unit
+        }
+    }
+
+    /// The drive's end on this axis.
+    fn end(&self) -> Option<f64> {
+        Some(if self.unit == 0.0 {
+            100.0
+        } else {
+            self.capacity as f64 / self.unit
+        })
+    }
+
+    fn desc(&self) -> String {
+        if self.unit == 0.0 {
+            "Position (% of capacity)".into()
+        } else {
+            format!("Position ({})", self.name)
+        }
+    }
+}
+
+struct Line {
+    label: String,
+    colour: RGBColor,
+    dashed: bool,
+    points: Vec<(f64, f64)>,
+}
+
+impl Line {
+    fn solid(label: String, colour: RGBColor, points: Vec<(f64, f64)>) -> Line {
+        Line {
+            label,
+            colour,
+            dashed: false,
+            points,
+        }
+    }
+
+    fn legend(&self) -> Legend {
+        Legend {
+            label: self.label.clone(),
+            colour: self.colour,
+            dashed: self.dashed,
+        }
+    }
+}
+
+struct Legend {
+    label: String,
+    colour: RGBColor,
+    dashed: bool,
+}
+
+struct Plot {
+    title: String,
+    subtitle: String,
+    x_desc: String,
+    y_desc: String,
+    lines: Vec<Line>,
+    legend: Vec<Legend>,
+    /// The x axis ends here at least (capacity, for positions); without
+    /// it, at the last point. It starts at 0.
+    x_end: Option<f64>,
+}
+
+type DrawResult<DB> = Result<(), DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
+
+fn render(file: &str, title: String, plot: &Plot) -> Option<Chart> {
+    if plot.lines.iter().all(|l| l.points.is_empty()) {
+        return None;
+    }
+    to_svg(|root| draw_plot(root, plot)).map(|svg| Chart {
+        file_name: file.into(),
+        title,
+        svg,
+    })
+}
+
+/// Draws into a fresh SVG document; a drawing error is logged and gives
+/// no chart rather than failing the report.
+fn to_svg(
+    draw: impl FnOnce(
+        &DrawingArea<SVGBackend<'_>, Shift>,
+    ) -> Result<(), DrawingAreaErrorKind<std::io::Error>>,
+) -> Option<String> {
+    let mut svg = String::new();
+    let res = {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
+        root.fill(&WHITE)
+            .and_then(|_| draw(&root))
+            .and_then(|_| root.present())
+            .map_err(|e| e.to_string())
+    };
+    match res {
+        Ok(()) => Some(svg),
+        Err(e) => {
+            log::warn!("chart not drawn: {e}");
+            None
+        }
+    }
+}
+
+fn text_style(size: u32, colour: &RGBColor) -> TextStyle<'static> {
+    (FONT, size).into_font().color(colour)
+}
+
+/// Rough text width for the SVG's sans-serif at plotters' `size`, px.
+fn text_width(s: &str, size: u32) -> i32 {
+    (s.chars().count() as f64 * f64::from(size) / 1.24 * 0.56).ceil() as i32
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(max.saturating_sub(1)).collect();
+        t.push('…');
+        t
+    }
+}
+
+fn draw_header<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    title: &str,
+    subtitle: &str,
+) -> DrawResult<DB> {
+    let title = truncate(title, 70);
+    area.draw(&Text::new(
+        title,
+        (16, 10),
+        (FONT, 23).into_font().style(FontStyle::Bold).color(&INK),
+    ))?;
+    area.draw(&Text::new(
+        truncate(subtitle, 100),
+        (16, 36),
+        text_style(17, &MUTED),
+    ))
+}
+
+const LEGEND_FONT: u32 = 17;
+const LEGEND_ROW: i32 = 22;
+
+/// Legend entries laid out in rows under the chart: (entry, x, row).
+fn legend_layout(entries: &[Legend]) -> Vec<(&Legend, i32, i32)> {
+    let mut out = Vec::new();
+    let (mut x, mut row) = (PLOT_LEFT, 0);
+    for e in entries {
+        let w = 34 + text_width(&truncate(&e.label, 40), LEGEND_FONT) + 24;
+        if x + w > WIDTH as i32 - 8 && x > PLOT_LEFT {
+            x = PLOT_LEFT;
+            row += 1;
+        }
+        out.push((e, x, row));
+        x += w;
+    }
+    out
+}
+
+fn legend_height(entries: &[Legend]) -> u32 {
+    match legend_layout(entries).last() {
+        None => 0,
+        Some((_, _, row)) => ((row + 1) * LEGEND_ROW + 8) as u32,
+    }
+}
+
+fn draw_legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    entries: &[Legend],
+) -> DrawResult<DB> {
+    for (e, x, row) in legend_layout(entries) {
+        let y = 4 + row * LEGEND_ROW + 9;
+        let style = ShapeStyle {
+            color: e.colour.to_rgba(),
+            filled: false,
+            stroke_width: 3,
+        };
+        if e.dashed {
+            for dx in [0, 12, 24] {
+                area.draw(&PathElement::new(vec![(x + dx, y), (x + dx + 7, y)], style))?;
+            }
+        } else {
+            area.draw(&PathElement::new(vec![(x, y), (x + 30, y)], style))?;
+        }
+        area.draw(&Text::new(
+            truncate(&e.label, 40),
+            (x + 38, y - 8),
+            text_style(LEGEND_FONT, &INK),
+        ))?;
+    }
+    Ok(())
+}
+
+/// Rounds up to 1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 × 10ⁿ.
+fn nice_ceil(v: f64) -> f64 {
+    if !(v.is_finite() && v > 0.0) {
+        return 1.0;
+    }
+    let e = 10f64.powf(v.log10().floor());
+    for m in [1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0] {
+        let c = m * e;
+        if c >= v * (1.0 - 1e-12) && c.is_finite() {
+            return c;
+        }
+    }
+    v
+}
+
+/// Axis range over values: from 0 (or below, for negatives) to a round
+/// number above the largest, never empty.
+fn range(values: impl Iterator<Item = f64>, from_zero: bool) -> (f64, f64) {
+    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+    for v in values.filter(|v| v.is_finite()) {
+        lo = lo.min(v);
+        hi = hi.max(v);
+    }
+    if !lo.is_finite() {
+        return (0.0, 1.0);
+    }
+    if from_zero {
+        lo = lo.min(0.0);
+    }
+    // Keep within what the axis arithmetic can handle.
+    const LIMIT: f64 = 1e15;
+    lo = lo.clamp(-LIMIT, LIMIT);
+    hi = hi.clamp(-LIMIT, LIMIT);
+    let hi = if hi > 0.0 {
+        nice_ceil(hi * if from_zero { 1.05 } else { 1.0 })
+    } else {
+        hi
+    };
+    let lo = if lo < 0.0 { -nice_ceil(-lo) } else { lo };
+    if hi - lo <= f64::EPSILON * hi.abs().max(1.0) {
+        (lo - 0.5, hi + 0.5)
+    } else {
+        (lo, hi)
+    }
+}
+
+/// The x axis: from 0 (or the first value, if negative) to the last value
+/// exactly, as the reviews' time and position axes run; never empty.
+fn x_range(values: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (mut lo, mut hi) = (0.0f64, f64::NEG_INFINITY);
+    for v in values.filter(|v| v.is_finite()) {
+        lo = lo.min(v);
+        hi = hi.max(v);
+    }
+    const LIMIT: f64 = 1e15;
+    let (lo, hi) = (lo.clamp(-LIMIT, LIMIT), hi.clamp(-LIMIT, LIMIT));
+    if hi - lo <= f64::EPSILON * hi.abs().max(1.0) {
+        (lo, lo + 1.0)
+    } else {
+        (lo, hi)
+    }
+}
+
+/// Points kept within the axes: plotters' pixel arithmetic overflows on
+/// points far outside them (only absurd values are ever that far).
+fn clamp_points(points: &[(f64, f64)], x: (f64, f64), y: (f64, f64)) -> Vec<(f64, f64)> {
+    points
+        .iter()
+        .map(|(a, b)| (a.clamp(x.0, x.1), b.clamp(y.0, y.1)))
+        .collect()
+}
+
+/// Tick label for a value on an axis spanning `span`.
+fn tick(v: f64, span: f64) -> String {
+    if span >= 20.0 || span <= 0.0 || !span.is_finite() {
+        fmt_num(v, 0)
+    } else if span >= 2.0 {
+        fmt_num(v, 1)
+    } else {
+        fmt_num(v, 2)
+    }
+}
+
+fn draw_plot<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, plot: &Plot) -> DrawResult<DB> {
+    let (header, rest) = root.split_vertically(HEADER_H);
+    draw_header(&header, &plot.title, &plot.subtitle)?;
+    let legend_h = legend_height(&plot.legend);
+    let rest_h = rest.dim_in_pixel().1;
+    let (body, legend) = rest.split_vertically(rest_h.saturating_sub(legend_h));
+
+    let xs = plot.lines.iter().flat_map(|l| l.points.iter().map(|p| p.0));
+    let (x0, x1) = x_range(xs.chain(plot.x_end));
+    let ys = plot.lines.iter().flat_map(|l| l.points.iter().map(|p| p.1));
+    let (y0, y1) = range(ys, true);
+
+    let mut chart = ChartBuilder::on(&body)
+        .margin_top(6)
+        .margin_right(28)
+        .margin_left(8)
+        .x_label_area_size(46)
+        .y_label_area_size(PLOT_LEFT as u32 - 8)
+        .build_cartesian_2d(x0..x1, y0..y1)?;
+    let (xs, ys) = (x1 - x0, y1 - y0);
+    let xf = move |v: &f64| tick(*v, xs);
+    let yf = move |v: &f64| tick(*v, ys);
+    chart
+        .configure_mesh()
+        .x_desc(plot.x_desc.as_str())
+        .y_desc(plot.y_desc.as_str())
+        .x_labels(10)
+        .y_labels(8)
+        .x_label_formatter(&xf)
+        .y_label_formatter(&yf)
+        .label_style(text_style(16, &INK))
+        .axis_desc_style(text_style(17, &INK))
+        .bold_line_style(GRID)
+        .light_line_style(TRANSPARENT)
+        .axis_style(MUTED)
+        .draw()?;
+
+    for l in &plot.lines {
+        let style = ShapeStyle {
+            color: l.colour.to_rgba(),
+            filled: false,
+            stroke_width: 2,
+        };
+        let pts = clamp_points(&l.points, (x0, x1), (y0, y1));
+        if pts.len() == 1 {
+            chart.draw_series(pts.iter().map(|p| Circle::new(*p, 3, style.filled())))?;
+        } else if l.dashed {
+            chart.draw_series(DashedLineSeries::new(pts, 7, 5, style))?;
+        } else {
+            chart.draw_series(LineSeries::new(pts, style))?;
+        }
+    }
+    draw_legend(&legend, &plot.legend)
+}
+
+/// WAF and free blocks over the run, one panel each, phases marked
+/// (`drive.svg`).
+pub fn drive(r: &BenchResults) -> Option<Chart> {
+    let samples: Vec<_> = r
+        .samples
+        .iter()
+        .filter(|s| s.t_s.is_finite() && s.t_s.abs() <= 1e15)
+        .copied()
+        .collect();
+    if samples.is_empty() {
+        return None;
+    }
+    // Phase spans: (start, end, phase index), from the samples' phase tags.
+    let mut spans: Vec<(f64, f64, usize)> = Vec::new();
+    for s in &samples {
+        match spans.last_mut() {
+            Some(last) if last.2 == s.phase => last.1 = s.t_s,
+            Some(last) => {
+                last.1 = s.t_s;
+                spans.push((s.t_s, s.t_s, s.phase));
+            }
+            None => spans.push((s.t_s, s.t_s, s.phase)),
+        }
+    }
+    let phase_name = |i: usize| {
+        r.phases
+            .get(i)
+            .map(|p| p.name.clone())
+            .unwrap_or_else(|| format!("phase {i}"))
+    };
+    let waf: Vec<(f64, f64)> = samples
+        .iter()
+        .filter(|s| s.waf.is_finite())
+        .map(|s| (s.t_s, s.waf))
+        .collect();
+    let free: Vec<(f64, f64)> = samples
+        .iter()
+        .map(|s| (s.t_s, s.free_blocks as f64))
+        .collect();
+    let total = samples.iter().map(|s| s.total_blocks).max().unwrap_or(0);
+
+    let title = format!("{}: write amplification and free blocks", r.scenario);
+    let sub = subtitle(r);
+    let svg = to_svg(|root| {
+        let (header, body) = root.split_vertically(HEADER_H);
+        draw_header(&header, &title, &sub)?;
+        let (top, bottom) = body.split_vertically((HEIGHT - HEADER_H) * 45 / 100);
+        let (x0, x1) = x_range(samples.iter().map(|s| s.t_s));
+        let (_, waf_hi) = range(waf.iter().map(|p| p.1).chain([1.0]), true);
+        let free_hi = if total > 0 {
+            total as f64
+        } else {
+            range(free.iter().map(|p| p.1), true).1
+        };
+        let xs = x1 - x0;
+        let xf = move |v: &f64| tick(*v, xs);
+        let blank = |_: &f64| String::new();
+        let free_desc = if total > 0 {
+            format!("Free blocks (of {total})")
+        } else {
+            "Free blocks".to_string()
+        };
+        let panels = [
+            (&top, waf_hi, "WAF", waf.as_slice(), PALETTE[1], false),
+            (
+                &bottom,
+                free_hi,
+                free_desc.as_str(),
+                free.as_slice(),
+                PALETTE[0],
+                true,
+            ),
+        ];
+        let mut label_at = Vec::new();
+        for (area, hi, desc, pts, c, is_bottom) in panels {
+            let ys = hi;
+            let yf = move |v: &f64| tick(*v, ys);
+            let mut chart = ChartBuilder::on(area)
+                .margin_top(if is_bottom { 4 } else { 24 })
+                .margin_right(28)
+                .margin_left(8)
+                .x_label_area_size(if is_bottom { 46 } else { 4 })
+                .y_label_area_size(PLOT_LEFT as u32 - 8)
+                .build_cartesian_2d(x0..x1, 0.0..hi)?;
+            // Every other phase shaded, so each phase's span is visible.
+            for (k, (a, b, _)) in spans.iter().enumerate() {
+                if k % 2 == 1 {
+                    chart.draw_series(std::iter::once(Rectangle::new(
+                        [(*a, 0.0), (*b, hi)],
+                        RGBColor(0, 0, 0).mix(0.045).filled(),
+                    )))?;
+                }
+            }
+            let mut mesh = chart.configure_mesh();
+            mesh.y_desc(desc)
+                .x_labels(10)
+                .y_labels(5)
+                .y_label_formatter(&yf)
+                .label_style(text_style(16, &INK))
+                .axis_desc_style(text_style(17, &INK))
+                .bold_line_style(GRID)
+                .light_line_style(TRANSPARENT)
+                .axis_style(MUTED);
+            if is_bottom {
+                mesh.x_desc("Time since the start of the run (s)")
+                    .x_label_formatter(&xf);
+            } else {
+                mesh.x_label_formatter(&blank);
+            }
+            mesh.draw()?;
+            for (a, _, _) in spans.iter().skip(1) {
+                chart.draw_series(DashedLineSeries::new(
+                    [(*a, 0.0), (*a, hi)],
+                    4,
+                    4,
+                    MUTED.stroke_width(1),
+                ))?;
+            }
+            let style = ShapeStyle {
+                color: c.to_rgba(),
+                filled: false,
+                stroke_width: 2,
+            };
+            let pts = clamp_points(pts, (x0, x1), (0.0, hi));
+            if pts.len() == 1 {
+                chart.draw_series(pts.iter().map(|p| Circle::new(*p, 3, style.filled())))?;
+            } else {
+                chart.draw_series(LineSeries::new(pts, style))?;
+            }
+            if !is_bottom {
+                label_at = spans
+                    .iter()
+                    .map(|(a, b, i)| {
+                        let (px0, py) = chart.backend_coord(&(*a, hi));
+                        let (px1, _) = chart.backend_coord(&(*b, hi));
+                        (px0, px1, py, *i)
+                    })
+                    .collect();
+            }
+        }
+        // Phase names above the top panel: at the start of the phase, or
+        // further right within it, on one of two rows; left out when
+        // neither fits.
+        let mut row_end = [i32::MIN; 2];
+        for (px0, px1, py, i) in label_at {
+            let name = truncate(&phase_name(i), 18);
+            let w = text_width(&name, 14);
+            let start = px0 + 3;
+            let limit = (px1 - 3).max(start + w).min(WIDTH as i32 - 4);
+            let Some((row, x)) = (0..2)
+                .map(|k| (k, start.max(row_end[k].saturating_add(8))))
+                .find(|(_, x)| x + w <= limit)
+            else {
+                continue;
+            };
+            row_end[row] = x + w;
+            let y = py - 22 + row as i32 * 11;
+            root.draw(&Text::new(name, (x, y), text_style(14, &MUTED)))?;
+        }
+        Ok(())
+    })?;
+    Some(Chart {
+        file_name: "drive.svg".into(),
+        title,
+        svg,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nice_ceil_rounds_up_to_round_numbers() {
+        assert_eq!(nice_ceil(174.0), 200.0);
+        assert_eq!(nice_ceil(82.0), 100.0);
+        assert_eq!(nice_ceil(1.0), 1.0);
+        assert_eq!(nice_ceil(0.0), 1.0);
+        assert_eq!(nice_ceil(f64::NAN), 1.0);
+        assert!(nice_ceil(f64::MAX).is_finite());
+    }
+
+    #[test]
+    fn range_is_never_empty() {
+        assert_eq!(range([5.0, 5.0].into_iter(), false), (4.5, 5.5));
+        assert_eq!(range(std::iter::empty(), true), (0.0, 1.0));
+        assert_eq!(
+            range([f64::NAN, f64::INFINITY].into_iter(), true),
+            (0.0, 1.0)
+        );
+        let (lo, hi) = range([-3.0, 7.0].into_iter(), true);
+        assert!(lo <= -3.0 && hi >= 7.0);
+    }
+
+    #[test]
+    fn legend_wraps_rows() {
+        let entries: Vec<Legend> = (0..12)
+            .map(|i| Legend {
+                label: format!("phase number {i}"),
+                colour: colour(i),
+                dashed: false,
+            })
+            .collect();
+        let layout = legend_layout(&entries);
+        assert!(layout.last().unwrap().2 >= 1);
+        assert!(layout.iter().all(|(_, x, _)| *x < WIDTH as i32));
+    }
+}
