@@ -32,10 +32,15 @@ pub fn with_bw_log(text: &str) -> String {
 
 /// Run `sc` in the simulator. `gaps[i]`: idle seconds before phase `i`
 /// (from a guest run), else only the scenario's own `idle` phases.
+/// `pacing[i]`: I/Os per second at which a guest issued fio phase `i`
+/// when it could not keep up with the drive; the simulator then issues
+/// them at that rate too (fio's `rate_iops`, split over the job's
+/// instances), so the drive gets the same idle time within the phase.
 pub fn run(
     sc: &Scenario,
     seed: u64,
     gaps: Option<&[f64]>,
+    pacing: Option<&[Option<f64>]>,
     progress: &mut dyn FnMut(usize, &str),
 ) -> Result<BenchResults, BenchError> {
     let mut sim = Simulation::new(&sc.profile, seed);
@@ -92,7 +97,21 @@ pub fn run(
                 sim.idle(pr.model_now_ns.saturating_sub(now));
             }
             PhaseKind::Fio { origin, text } => {
-                let jobs = crate::sim::jobfile::parse(&with_bw_log(&job_for_sim(text)), origin)
+                let mut text = with_bw_log(&job_for_sim(text));
+                if let Some(iops) = pacing.and_then(|v| v.get(i).copied().flatten()) {
+                    let parsed = crate::sim::jobfile::parse(&text, origin)
+                        .map_err(|e| BenchError::Sim(e.to_string()))?;
+                    let instances: u64 = parsed
+                        .jobs
+                        .iter()
+                        .map(|j| u64::from(j.numjobs.max(1)))
+                        .sum();
+                    let per_job = (iops / instances.max(1) as f64).round().max(1.0) as u64;
+                    text = format!("[global]\nrate_iops={per_job}\n{text}");
+                    r.metrics
+                        .insert("paced_iops".into(), (per_job * instances.max(1)) as f64);
+                }
+                let jobs = crate::sim::jobfile::parse(&text, origin)
                     .map_err(|e| BenchError::Sim(e.to_string()))?;
                 let report = sim
                     .run(&jobs.jobs)

@@ -270,6 +270,8 @@ impl<T: Target> Engine<'_, T> {
             job.issued_ios += 1;
         }
         job.outstanding += 1;
+        job.rate_ios += 1;
+        job.rate_bytes += len;
         if p.thinktime_ns > 0 {
             job.think_count += 1;
             if job.think_count.is_multiple_of(p.thinktime_blocks) {
@@ -313,6 +315,20 @@ impl<T: Target> Engine<'_, T> {
             if !job.can_issue(p, t) {
                 if job.outstanding == 0 {
                     self.finish(j, t)?;
+                }
+                return Ok(());
+            }
+            // fio's linear rate: the n-th I/O is not issued before
+            // start + n / rate.
+            let due = rate_due(p.rate_iops, job.rate_ios, job.start_ns).max(rate_due(
+                p.rate_bytes,
+                job.rate_bytes,
+                job.start_ns,
+            ));
+            if due > t {
+                if !job.resume_pending {
+                    job.resume_pending = true;
+                    self.push(due, j, Event::Resume);
                 }
                 return Ok(());
             }
@@ -413,6 +429,15 @@ impl<T: Target> Engine<'_, T> {
             Event::Flushed => self.finish(j, t),
         }
     }
+}
+
+/// When `done` units (I/Os or bytes) may have been issued at `rate` per
+/// second since `start` (0: no limit).
+fn rate_due(rate: u64, done: u64, start: u64) -> u64 {
+    if rate == 0 {
+        return 0;
+    }
+    start.saturating_add((u128::from(done) * 1_000_000_000 / u128::from(rate)) as u64)
 }
 
 impl Simulation {

@@ -57,6 +57,10 @@ pub struct JobPlan {
     pub thinktime_ns: u64,
     /// `thinktime_blocks` (at least 1).
     pub thinktime_blocks: u64,
+    /// `rate_iops`, 0 = unlimited.
+    pub rate_iops: u64,
+    /// `rate` in bytes/s, 0 = unlimited.
+    pub rate_bytes: u64,
     /// `iodepth` (at least 1).
     pub depth: u32,
     /// `exitall`.
@@ -301,6 +305,8 @@ fn resolve_one(
         startdelay_ns: spec.startdelay_ns,
         thinktime_ns: spec.thinktime_ns,
         thinktime_blocks: spec.thinktime_blocks.max(1),
+        rate_iops: spec.rate_iops,
+        rate_bytes: spec.rate_bytes,
         depth: spec.iodepth.max(1),
         exitall: spec.exitall,
         end_fsync: spec.end_fsync,

@@ -36,6 +36,10 @@ pub(super) struct JobState {
     pub same_time_issues: u32,
     pub thinking: bool,
     pub resume_pending: bool,
+    /// I/Os and bytes issued since the job started (for `rate`, `rate_iops`).
+    pub rate_ios: u64,
+    /// Bytes issued since the job started.
+    pub rate_bytes: u64,
     pub fsynced: bool,
     pub stop: bool,
     pub outstanding: u32,
@@ -117,6 +121,8 @@ impl JobState {
             same_time_issues: 0,
             thinking: false,
             resume_pending: false,
+            rate_ios: 0,
+            rate_bytes: 0,
             fsynced: false,
             stop: false,
             outstanding: 0,

@@ -593,3 +593,27 @@ fn max_latency_ends_the_job_with_an_error() {
     let r = run(&mut m, "[j]\nrw=read\nnumber_ios=100\nmax_latency=10ms,1\n");
     assert!(r[0].error.is_none());
 }
+
+#[test]
+fn rate_iops_and_rate_space_the_requests() {
+    // A drive that takes 10 µs per request, paced to 1000 IOPS: 2000 I/Os
+    // take about 2 s of virtual time, evenly spread.
+    let mut m = Mock::new(1 << 30, 10_000, false);
+    let r = run(
+        &mut m,
+        "[a]\nrw=randwrite\nbs=4k\nsize=8m\nnumber_ios=2000\niodepth=8\nrate_iops=1000\n",
+    );
+    let rt = r[0].runtime_ns();
+    assert!((1_990_000_000..=2_010_000_000).contains(&rt), "{rt}");
+    let starts: Vec<u64> = m.log.iter().map(|(s, _, _)| *s).collect();
+    assert!(
+        starts.windows(2).all(|w| w[1] - w[0] >= 999_000),
+        "evenly spaced"
+    );
+    // `rate` in bytes/s: 4 MiB/s of 4 KiB writes = 1024 IOPS.
+    let mut m = Mock::new(1 << 30, 10_000, false);
+    let r = run(&mut m, "[a]\nrw=write\nbs=4k\nsize=4m\nrate=4m\n");
+    let rt = r[0].runtime_ns();
+    assert!((990_000_000..=1_010_000_000).contains(&rt), "{rt}");
+    assert!(parse("[a]\nrate_iops=10,20\n", "x.fio").is_err());
+}

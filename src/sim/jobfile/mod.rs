@@ -214,6 +214,10 @@ pub struct JobSpec {
     pub thinktime_ns: u64,
     /// `thinktime_blocks`.
     pub thinktime_blocks: u64,
+    /// `rate_iops` (all directions together), 0 = unlimited.
+    pub rate_iops: u64,
+    /// `rate` in bytes/s (all directions together), 0 = unlimited.
+    pub rate_bytes: u64,
     /// `iodepth`.
     pub iodepth: u32,
     /// `numjobs`.
@@ -301,6 +305,8 @@ impl JobSpec {
             startdelay_ns: 0,
             thinktime_ns: 0,
             thinktime_blocks: 1,
+            rate_iops: 0,
+            rate_bytes: 0,
             iodepth: 1,
             numjobs: 1,
             rwmixread: 50,

@@ -104,8 +104,6 @@ const UNSUPPORTED: &[(&str, &str)] = &[
     ("zonesize", "zoned I/O is not simulated"),
     ("zonerange", "zoned I/O is not simulated"),
     ("zoneskip", "zoned I/O is not simulated"),
-    ("rate", "rate limiting is not simulated"),
-    ("rate_iops", "rate limiting is not simulated"),
     ("rate_min", "rate limiting is not simulated"),
     ("rate_iops_min", "rate limiting is not simulated"),
     ("rate_process", "rate limiting is not simulated"),
@@ -348,6 +346,19 @@ pub fn apply(
             spec.startdelay_ns = parse_time(v, 1_000_000_000).map_err(e)?;
         }
         "thinktime" => spec.thinktime_ns = parse_time(need()?, 1_000).map_err(e)?,
+        "rate_iops" | "rate" => {
+            let v = need()?;
+            if v.contains(',') {
+                return Err(e(format!(
+                    "{v:?}: separate read/write rates are not simulated (give one rate for the job)"
+                )));
+            }
+            if key_l == "rate_iops" {
+                spec.rate_iops = int()?;
+            } else {
+                spec.rate_bytes = size()?;
+            }
+        }
         "thinktime_blocks" => {
             let n = int()?;
             spec.thinktime_blocks = n.max(1);
