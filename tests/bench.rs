@@ -68,6 +68,9 @@ fn scenario_errors_are_refused_before_anything_boots() {
 
 #[test]
 fn built_in_protocols_in_the_simulator() {
+    // Not beside the guest test: on two cores it would take the CPU the
+    // guest needs and stretch the guest's idle gaps.
+    let _g = guest_lock();
     let out = bench(&["list"]);
     let text = String::from_utf8_lossy(&out.stdout);
     for s in ["used-state", "trim-recovery", "partition-retention"] {

@@ -412,7 +412,7 @@ fn run_cmd(a: RunArgs) -> Result<(), BenchError> {
     ));
     // The simulator first: it predicts each phase's duration.
     progress.say("simulating the scenario (model time)");
-    let predicted = simrun::run(&sc, a.seed, None, None, &mut |_, _| {})?;
+    let predicted = simrun::run(&sc, a.seed, None, &mut |_, _| {})?;
     let mut r = if a.sim_only {
         predicted
     } else {
@@ -434,14 +434,14 @@ fn run_cmd(a: RunArgs) -> Result<(), BenchError> {
         };
         let mut g = guestrun::run(&sc, &opts, &progress)?;
         if g.incomplete.is_none() {
-            progress.say("simulating again with the guest's idle gaps between phases");
-            let gaps: Vec<f64> = g.phases.iter().map(|p| p.gap_before_s).collect();
-            let mut s = simrun::run(&sc, a.seed, Some(&gaps), None, &mut |_, _| {})?;
+            progress.say("simulating again with the guest's idle gaps between phases and bursts");
+            let mut replay = simrun::Replay::of(&g);
+            let mut s = simrun::run(&sc, a.seed, Some(&replay), &mut |_, _| {})?;
             let mut cmp = compare_runs(&g, &s, sc.tolerance);
             // fio phases the guest could not issue at the drive's pace:
             // replay the guest's pace, so that the drive gets the same idle
             // time within them and reaches the same state after them.
-            let pacing: Vec<Option<f64>> = g
+            replay.pacing = g
                 .phases
                 .iter()
                 .map(|p| {
@@ -452,12 +452,12 @@ fn run_cmd(a: RunArgs) -> Result<(), BenchError> {
                     })
                 })
                 .collect();
-            if pacing.iter().any(Option::is_some) {
+            if replay.pacing.iter().any(Option::is_some) {
                 progress.say("and once more at the guest's pace where the guest could not keep up");
-                s = simrun::run(&sc, a.seed, Some(&gaps), Some(&pacing), &mut |_, _| {})?;
+                s = simrun::run(&sc, a.seed, Some(&replay), &mut |_, _| {})?;
                 cmp = compare_runs(&g, &s, sc.tolerance);
                 for c in &mut cmp {
-                    if pacing[g.phases.iter().position(|p| p.name == c.phase).unwrap_or(0)]
+                    if replay.pacing[g.phases.iter().position(|p| p.name == c.phase).unwrap_or(0)]
                         .is_some()
                     {
                         c.guest_bound = true;
@@ -555,7 +555,7 @@ mod tests {
             },
         )
         .unwrap();
-        let mut r = simrun::run(&sc, 1, None, None, &mut |_, _| {}).unwrap();
+        let mut r = simrun::run(&sc, 1, None, &mut |_, _| {}).unwrap();
         r.expects = evaluate(&sc, &r);
         for e in &r.expects {
             assert!(e.passed, "{} [{}]", e.text, e.detail);
@@ -570,7 +570,7 @@ mod tests {
             [[phase]]\nname = \"fresh\"\nkind = \"surface\"\nop = \"write\"\npositions = 8\n\
             [[phase]]\nkind = \"expect\"\nchecks = [\"fresh.mean_bw > 1e12\"]\n";
         let sc = Scenario::parse(text, "t.toml", None, &Overrides::default()).unwrap();
-        let mut r = simrun::run(&sc, 1, None, None, &mut |_, _| {}).unwrap();
+        let mut r = simrun::run(&sc, 1, None, &mut |_, _| {}).unwrap();
         r.expects = evaluate(&sc, &r);
         assert!(!r.passed());
         assert!(

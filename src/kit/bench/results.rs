@@ -50,6 +50,11 @@ pub struct SurfacePoint {
     pub position: f64,
     /// Throughput there, bytes/s.
     pub bytes_s: f64,
+    /// When the burst started, seconds from the start of the pass: the
+    /// idle time a guest left the drive between bursts, which the
+    /// simulator replays.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_s: Option<f64>,
 }
 
 /// An HD Tune-style pass: a burst of `burst` bytes in `block`-byte

@@ -30,17 +30,49 @@ pub fn with_bw_log(text: &str) -> String {
     format!("[global]\nlog_avg_msec=1000\n{text}")
 }
 
-/// Run `sc` in the simulator. `gaps[i]`: idle seconds before phase `i`
-/// (from a guest run), else only the scenario's own `idle` phases.
-/// `pacing[i]`: I/Os per second at which a guest issued fio phase `i`
-/// when it could not keep up with the drive; the simulator then issues
-/// them at that rate too (fio's `rate_iops`, split over the job's
-/// instances), so the drive gets the same idle time within the phase.
+/// What a guest run measured that the simulator replays, so that the
+/// drive gets the same idle time as in the guest (its background work
+/// and its write buffer's draining depend on it). Indexed by phase.
+#[derive(Debug, Clone, Default)]
+pub struct Replay {
+    /// Idle seconds before each phase.
+    pub gaps: Vec<f64>,
+    /// I/Os per second at which the guest issued a fio phase when it could
+    /// not keep up with the drive; the simulator then issues them at that
+    /// rate too (fio's `rate_iops`, split over the job's instances).
+    pub pacing: Vec<Option<f64>>,
+    /// When the guest started each burst of a surface phase (seconds from
+    /// the start of the pass); the simulator starts none earlier.
+    pub bursts: Vec<Option<Vec<f64>>>,
+}
+
+impl Replay {
+    /// The gaps and burst start times of guest run `g` (no pacing).
+    pub fn of(g: &BenchResults) -> Replay {
+        Replay {
+            gaps: g.phases.iter().map(|p| p.gap_before_s).collect(),
+            pacing: Vec::new(),
+            bursts: g
+                .phases
+                .iter()
+                .map(|p| {
+                    let s = p.surface.as_ref()?;
+                    s.points
+                        .iter()
+                        .map(|q| q.start_s)
+                        .collect::<Option<Vec<f64>>>()
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Run `sc` in the simulator, with what a guest run measured replayed
+/// (`replay`), else with only the scenario's own `idle` phases.
 pub fn run(
     sc: &Scenario,
     seed: u64,
-    gaps: Option<&[f64]>,
-    pacing: Option<&[Option<f64>]>,
+    replay: Option<&Replay>,
     progress: &mut dyn FnMut(usize, &str),
 ) -> Result<BenchResults, BenchError> {
     let mut sim = Simulation::new(&sc.profile, seed);
@@ -50,7 +82,7 @@ pub fn run(
     let start = sim.now_ns();
     for (i, p) in sc.phases.iter().enumerate() {
         progress(i, &p.name);
-        let gap = gaps.and_then(|g| g.get(i).copied()).unwrap_or(0.0);
+        let gap = replay.and_then(|r| r.gaps.get(i).copied()).unwrap_or(0.0);
         if gap > 0.0 {
             sim.idle((gap * 1e9) as u64);
         }
@@ -98,7 +130,7 @@ pub fn run(
             }
             PhaseKind::Fio { origin, text } => {
                 let mut text = with_bw_log(&job_for_sim(text));
-                if let Some(iops) = pacing.and_then(|v| v.get(i).copied().flatten()) {
+                if let Some(iops) = replay.and_then(|r| r.pacing.get(i).copied().flatten()) {
                     let parsed = crate::sim::jobfile::parse(&text, origin)
                         .map_err(|e| BenchError::Sim(e.to_string()))?;
                     let instances: u64 = parsed
@@ -182,16 +214,18 @@ pub fn run(
                 depth,
             } => {
                 let mut now = sim.now_ns();
-                let s = surface::run_model(
-                    sim.ssd_mut(),
-                    &mut now,
-                    *op,
-                    *block,
-                    *burst,
-                    *positions,
-                    *depth,
-                )
-                .map_err(model_err)?;
+                let pass = surface::Pass {
+                    op: *op,
+                    block: *block,
+                    burst: *burst,
+                    positions: *positions,
+                    depth: *depth,
+                };
+                let starts = replay
+                    .and_then(|r| r.bursts.get(i))
+                    .and_then(Option::as_deref);
+                let s = surface::run_model(sim.ssd_mut(), &mut now, &pass, starts)
+                    .map_err(model_err)?;
                 sim.idle(now.saturating_sub(sim.now_ns()));
                 metrics::surface(&s, &mut r.metrics);
                 r.metrics.insert("drive_qd".into(), f64::from(*depth));

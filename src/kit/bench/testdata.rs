@@ -184,6 +184,7 @@ fn surface(level: f64, spread: f64, dips: u64, dip: f64, seed: u64) -> Surface {
                 offset,
                 position: offset as f64 / GIB as f64,
                 bytes_s: v,
+                start_s: None,
             }
         })
         .collect();

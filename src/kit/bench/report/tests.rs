@@ -404,6 +404,7 @@ fn degenerate_runs_do_not_panic() {
             offset: u64::MAX,
             position: f64::NAN,
             bytes_s: -1.0,
+            start_s: Some(f64::NAN),
         }],
     });
     r.samples.push(DriveSample {
@@ -553,6 +554,7 @@ mod prop {
                             offset,
                             position,
                             bytes_s,
+                            start_s: None,
                         })
                         .collect(),
                 });
