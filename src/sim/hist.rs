@@ -17,10 +17,12 @@ pub const FIO_PLAT_NR: usize = 29 * 64;
 /// A latency histogram with exact count, min, max, mean and standard deviation.
 ///
 /// The buckets are allocated at the first sample, so a direction a job never
-/// uses costs no bucket memory.
+/// uses costs no bucket memory. After the buckets, one counter per
+/// [`FIO_LAT_EDGES`] edge counts the samples at or above that edge in the
+/// bucket that straddles it, so fio's latency distribution is exact.
 #[derive(Clone)]
 pub struct Histogram {
-    /// Empty until the first sample, then `BUCKETS` long.
+    /// Empty until the first sample, then `BUCKETS` + `FIO_LAT_EDGES.len()` long.
     counts: Box<[u64]>,
     n: u64,
     min: u64,
@@ -58,7 +60,7 @@ fn bucket_of(v: u64) -> usize {
 }
 
 /// The range `[lo, hi)` of values in bucket `i`.
-fn bucket_range(i: usize) -> (u64, u64) {
+const fn bucket_range(i: usize) -> (u64, u64) {
     let i = i as u64;
     if i < SUB {
         return (i, i + 1);
@@ -68,6 +70,71 @@ fn bucket_range(i: usize) -> (u64, u64) {
     let shift = group - 1;
     let lo = (SUB + sub) << shift;
     (lo, lo + (1 << shift))
+}
+
+/// The edges of fio's latency distribution (`latency_ns`, `latency_us`,
+/// `latency_ms` in its JSON; fio 3.33's `io_u_mark_latency`), in ns: 32
+/// ranges `[edge[i-1], edge[i])`, the first from 0, the last open-ended
+/// (`">=2000"` ms). JSON keys name a range by its upper edge in its unit.
+pub const FIO_LAT_EDGES: [u64; 31] = [
+    2,
+    4,
+    10,
+    20,
+    50,
+    100,
+    250,
+    500,
+    750,
+    1_000,
+    2_000,
+    4_000,
+    10_000,
+    20_000,
+    50_000,
+    100_000,
+    250_000,
+    500_000,
+    750_000,
+    1_000_000,
+    2_000_000,
+    4_000_000,
+    10_000_000,
+    20_000_000,
+    50_000_000,
+    100_000_000,
+    250_000_000,
+    500_000_000,
+    750_000_000,
+    1_000_000_000,
+    2_000_000_000,
+];
+
+/// Number of ranges of fio's latency distribution.
+pub const FIO_LAT_NR: usize = FIO_LAT_EDGES.len() + 1;
+
+const NO_EDGE: u8 = u8::MAX;
+
+/// For each bucket, the index of the [`FIO_LAT_EDGES`] edge strictly inside
+/// it (the bucket straddles two ranges of fio's distribution), or `NO_EDGE`.
+/// A bucket holds at most one edge: buckets are narrower than the gaps.
+static SPLIT: [u8; BUCKETS] = split_table();
+
+const fn split_table() -> [u8; BUCKETS] {
+    let mut t = [NO_EDGE; BUCKETS];
+    let mut i = 0;
+    while i < BUCKETS {
+        let (lo, hi) = bucket_range(i);
+        let mut e = 0;
+        while e < FIO_LAT_EDGES.len() {
+            if lo < FIO_LAT_EDGES[e] && FIO_LAT_EDGES[e] < hi {
+                t[i] = e as u8;
+            }
+            e += 1;
+        }
+        i += 1;
+    }
+    t
 }
 
 impl Histogram {
@@ -85,7 +152,7 @@ impl Histogram {
 
     #[cold]
     fn allocate(&mut self) {
-        self.counts = vec![0; BUCKETS].into_boxed_slice();
+        self.counts = vec![0; BUCKETS + FIO_LAT_EDGES.len()].into_boxed_slice();
     }
 
     /// Heap memory held, bytes.
@@ -105,6 +172,11 @@ impl Histogram {
                 self.allocate();
                 self.counts[b] += 1;
             }
+        }
+        // Rarely true: only the ~20 buckets that hold an edge of fio's ranges.
+        let s = SPLIT[b];
+        if s != NO_EDGE && v >= FIO_LAT_EDGES[s as usize] {
+            self.counts[BUCKETS + s as usize] += 1;
         }
         self.n += 1;
         self.min = self.min.min(v);
@@ -136,10 +208,37 @@ impl Histogram {
     /// 2^34 ns; fio keeps anything longer in its last bin.
     pub fn fio_bins(&self) -> Vec<u64> {
         let mut bins = vec![0u64; FIO_PLAT_NR];
-        for (i, &c) in self.counts.iter().enumerate() {
+        for (i, &c) in self.buckets().iter().enumerate() {
             bins[i.min(FIO_PLAT_NR - 1)] += c;
         }
         bins
+    }
+
+    /// The histogram's buckets (empty before the first sample).
+    fn buckets(&self) -> &[u64] {
+        &self.counts[..self.counts.len().min(BUCKETS)]
+    }
+
+    /// Samples per range of fio's latency distribution ([`FIO_LAT_EDGES`]):
+    /// exact, from the buckets and the edge counters.
+    pub fn fio_lat_counts(&self) -> [u64; FIO_LAT_NR] {
+        let mut out = [0u64; FIO_LAT_NR];
+        for (i, &c) in self.buckets().iter().enumerate() {
+            if c == 0 {
+                continue;
+            }
+            let (lo, _) = bucket_range(i);
+            let range = FIO_LAT_EDGES.partition_point(|&e| e <= lo);
+            match SPLIT[i] {
+                NO_EDGE => out[range] += c,
+                s => {
+                    let above = self.counts[BUCKETS + s as usize];
+                    out[range] += c - above;
+                    out[range + 1] += above;
+                }
+            }
+        }
+        out
     }
 
     /// Number of samples.
@@ -166,18 +265,20 @@ impl Histogram {
         }
     }
 
-    /// Exact population standard deviation.
+    /// Exact sample standard deviation, fio's (`calc_lat`: the sum of squared
+    /// deviations over n − 1).
     pub fn stddev(&self) -> f64 {
         if self.n < 2 {
             return 0.0;
         }
         let n = self.n as u128;
+        let nf = self.n as f64;
         // n·Σx² − (Σx)² is exact in integers when it fits; divide once at the end.
         match (n.checked_mul(self.sum_sq), self.sum.checked_mul(self.sum)) {
-            (Some(a), Some(b)) => (((a - b) as f64) / ((n as f64) * (n as f64))).sqrt(),
+            (Some(a), Some(b)) => (((a - b) as f64) / (nf * (nf - 1.0))).sqrt(),
             _ => {
                 let mean = self.mean();
-                (self.sum_sq as f64 / self.n as f64 - mean * mean)
+                ((self.sum_sq as f64 - nf * mean * mean) / (nf - 1.0))
                     .max(0.0)
                     .sqrt()
             }
@@ -193,7 +294,7 @@ impl Histogram {
         }
         let target = (p / 100.0 * self.n as f64).max(1.0);
         let mut cum = 0u64;
-        for (i, &c) in self.counts.iter().enumerate() {
+        for (i, &c) in self.buckets().iter().enumerate() {
             if c == 0 {
                 continue;
             }
@@ -258,7 +359,8 @@ mod tests {
         assert_eq!(h.min(), 1000);
         assert_eq!(h.max(), 1_000_000);
         assert!((h.mean() - 500_500.0).abs() < 1e-6);
-        assert!((h.stddev() - 288_674.99).abs() < 1.0, "{}", h.stddev());
+        // Sample standard deviation (n − 1), as fio's: sqrt(1000·1001/12) µs.
+        assert!((h.stddev() - 288_819.02).abs() < 1.0, "{}", h.stddev());
         let p50 = h.percentile(50.0) as f64;
         assert!((p50 - 500_000.0).abs() / 500_000.0 < 0.02, "{p50}");
         let p99 = h.percentile(99.0) as f64;
@@ -271,7 +373,63 @@ mod tests {
         assert_eq!(Histogram::new().percentile(50.0), 0);
     }
 
+    /// fio 3.33's `io_u_mark_latency`, written out: the range of a latency.
+    fn fio_lat_range(ns: u64) -> usize {
+        fn idx(v: u64) -> usize {
+            [2, 4, 10, 20, 50, 100, 250, 500, 750]
+                .iter()
+                .filter(|&&e| v >= e)
+                .count()
+        }
+        if ns < 1000 {
+            idx(ns)
+        } else if ns < 1_000_000 {
+            10 + idx(ns / 1000)
+        } else {
+            let ms = ns / 1_000_000;
+            20 + if ms >= 2000 {
+                11
+            } else if ms >= 1000 {
+                10
+            } else {
+                idx(ms)
+            }
+        }
+    }
+
+    #[test]
+    fn fio_lat_counts_at_every_edge() {
+        let mut h = Histogram::new();
+        let mut want = [0u64; FIO_LAT_NR];
+        for &e in &FIO_LAT_EDGES {
+            for v in [e - 1, e, e + 1, e + e / 3] {
+                h.record(v);
+                want[fio_lat_range(v)] += 1;
+            }
+        }
+        h.record(1 << 50);
+        want[FIO_LAT_NR - 1] += 1;
+        assert_eq!(h.fio_lat_counts(), want);
+        let mut g = Histogram::new();
+        g.merge(&h);
+        g.merge(&h);
+        assert_eq!(g.fio_lat_counts(), want.map(|c| 2 * c));
+        assert_eq!(g.fio_bins().iter().sum::<u64>(), g.count());
+    }
+
     proptest! {
+        /// fio's latency distribution is exact, whatever the samples.
+        #[test]
+        fn fio_lat_counts_are_exact(vals in proptest::collection::vec(0u64..1u64 << 36, 0..300)) {
+            let mut h = Histogram::new();
+            let mut want = [0u64; FIO_LAT_NR];
+            for &v in &vals {
+                h.record(v);
+                want[fio_lat_range(v)] += 1;
+            }
+            prop_assert_eq!(h.fio_lat_counts(), want);
+        }
+
         /// Percentiles are within one bucket (1/64) of the exact order statistic.
         #[test]
         fn percentile_error_is_bounded(mut vals in proptest::collection::vec(1u64..1u64 << 40, 1..400), p in 0.0f64..100.0) {

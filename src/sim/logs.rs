@@ -2,23 +2,24 @@
 //!
 //! Memory is bounded by what is logged: a job keeps its bandwidth series only
 //! when it is to be written (or a library caller asks for it); otherwise only
-//! the running statistics of the samples ([`SampleStats`]) are kept, for the
-//! report's `bw_min`/`bw_max`/`bw_mean`/`bw_dev`/`bw_samples`. As in fio, an
-//! interval in which a direction completed nothing has no entry, so a long
-//! pause (`thinktime`, a stalled drive) costs nothing.
+//! the running statistics of fio's bandwidth and IOPS samples
+//! ([`SampleStats`]) are kept, for the report's `bw_*` and `iops_*` keys. As
+//! in fio, an interval in which a direction completed nothing has no entry,
+//! so a long pause (`thinktime`, a stalled drive) costs nothing.
 
 use super::jobfile::{Dir, SteadyState};
 use super::results::BwSample;
 
-/// Count, min, max, mean and standard deviation of a series of samples,
-/// without keeping the samples.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// fio's running statistics of a series of samples (its `struct io_stat`):
+/// count, min, max, and Welford's mean and sum of squared deviations, updated
+/// exactly as fio's `add_stat_sample` does, without keeping the samples.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct SampleStats {
     n: u64,
     min: u64,
     max: u64,
-    sum: u128,
-    sum_sq: u128,
+    mean: f64,
+    s: f64,
 }
 
 impl SampleStats {
@@ -28,23 +29,32 @@ impl SampleStats {
             self.min = v;
         }
         self.max = self.max.max(v);
+        let val = v as f64;
+        let delta = val - self.mean;
+        if delta != 0.0 {
+            self.mean += delta / (self.n as f64 + 1.0);
+            self.s += delta * (val - self.mean);
+        }
         self.n += 1;
-        self.sum += v as u128;
-        self.sum_sq += (v as u128) * (v as u128);
     }
 
-    /// Add another series' samples.
-    pub fn merge(&mut self, o: &SampleStats) {
+    /// Add another job's statistics the way fio's `group_reporting` does for
+    /// bandwidth and IOPS (`sum_stat(..., pure_sum=true)`): counts, minima,
+    /// maxima, means and squared deviations are each added up, so the mean
+    /// is the group's aggregate rate.
+    pub fn sum_for_group(&mut self, o: &SampleStats) {
         if o.n == 0 {
             return;
         }
-        if self.n == 0 || o.min < self.min {
-            self.min = o.min;
+        if self.n == 0 {
+            *self = *o;
+            return;
         }
-        self.max = self.max.max(o.max);
         self.n += o.n;
-        self.sum += o.sum;
-        self.sum_sq += o.sum_sq;
+        self.min += o.min;
+        self.max += o.max;
+        self.mean += o.mean;
+        self.s += o.s;
     }
 
     /// Number of samples.
@@ -64,63 +74,63 @@ impl SampleStats {
 
     /// Mean (0 when empty).
     pub fn mean(&self) -> f64 {
-        if self.n == 0 {
-            0.0
-        } else {
-            self.sum as f64 / self.n as f64
-        }
+        self.mean
     }
 
-    /// Population standard deviation (0 with fewer than two samples).
+    /// Sample standard deviation, fio's: sqrt(S / (n − 1)), 0 with fewer
+    /// than two samples.
     pub fn stddev(&self) -> f64 {
         if self.n < 2 {
             return 0.0;
         }
-        let n = self.n as u128;
-        match (n.checked_mul(self.sum_sq), self.sum.checked_mul(self.sum)) {
-            (Some(a), Some(b)) => ((a.saturating_sub(b)) as f64 / (n as f64 * n as f64)).sqrt(),
-            _ => {
-                let m = self.mean();
-                (self.sum_sq as f64 / self.n as f64 - m * m).max(0.0).sqrt()
-            }
-        }
+        (self.s / (self.n as f64 - 1.0)).max(0.0).sqrt()
     }
 }
 
-/// Bandwidth accumulation for one job.
-#[derive(Debug)]
-pub(crate) struct BwAcc {
+/// What a window's counts feed: fio's bandwidth samples, its IOPS samples,
+/// the bandwidth series (log).
+const BW_STAT: u8 = 1;
+const IOPS_STAT: u8 = 2;
+const BW_LOG: u8 = 4;
+
+/// Bytes per direction in the current window of one interval (the I/Os
+/// follow: every I/O of a direction has the job's block size for it).
+#[derive(Debug, Clone)]
+struct Window {
     interval: u64,
     next_edge: u64,
+    roles: u8,
     bytes: [u64; 3],
-    dirs: &'static [Dir],
-    bs: [u64; 3],
-    keep: bool,
-    pub(crate) samples: Vec<BwSample>,
-    pub(crate) stats: [SampleStats; 3],
 }
 
-impl BwAcc {
-    /// A log of `interval_ns` intervals for the given directions and block
-    /// sizes; `keep` keeps the series, not only its statistics.
-    pub(crate) fn new(interval_ns: u64, dirs: &'static [Dir], bs: [u64; 3], keep: bool) -> BwAcc {
-        BwAcc {
-            interval: interval_ns,
-            next_edge: interval_ns,
+/// Where a window's closed intervals go.
+#[derive(Debug)]
+struct Sinks {
+    /// Intervals ending at or after this (the job's `runtime`, from the
+    /// stats start) are not sampled: fio's helper thread races the job's
+    /// exit there and usually loses.
+    stat_end: u64,
+    dirs: &'static [Dir],
+    bs: [u64; 3],
+    samples: Vec<BwSample>,
+    bw: [SampleStats; 3],
+    iops: [SampleStats; 3],
+}
+
+impl Window {
+    fn new(interval: u64, roles: u8) -> Window {
+        Window {
+            interval,
+            next_edge: interval,
+            roles,
             bytes: [0; 3],
-            dirs,
-            bs,
-            keep,
-            samples: Vec::new(),
-            stats: Default::default(),
         }
     }
 
-    /// `len` bytes of direction `d` completed at `rel` ns after the stats start.
     #[inline]
-    pub(crate) fn add(&mut self, rel: u64, d: usize, len: u64) {
+    fn add(&mut self, rel: u64, d: usize, len: u64, out: &mut Sinks) {
         if rel >= self.next_edge {
-            self.roll(rel);
+            self.roll(rel, out);
         }
         self.bytes[d] += len;
     }
@@ -128,47 +138,139 @@ impl BwAcc {
     /// Close the interval ending at `next_edge`; the intervals between it and
     /// `rel` saw no I/O and have no entry.
     #[cold]
-    fn roll(&mut self, rel: u64) {
-        self.emit(self.next_edge, self.interval);
+    fn roll(&mut self, rel: u64, out: &mut Sinks) {
+        self.emit(self.next_edge, self.interval, true, out);
         self.next_edge = (rel / self.interval + 1) * self.interval;
     }
 
-    fn emit(&mut self, edge: u64, dur: u64) {
-        for &d in self.dirs {
-            let b = std::mem::take(&mut self.bytes[d as usize]) as u128;
+    /// Hand the window's counts on. `full`: a whole interval, which fio's
+    /// statistics sample (its helper thread never samples a job's last,
+    /// partial interval); otherwise only the bandwidth series gets it.
+    fn emit(&mut self, edge: u64, dur: u64, full: bool, out: &mut Sinks) {
+        let ms = (dur / 1_000_000).max(1);
+        let full = full && edge < out.stat_end;
+        for &d in out.dirs {
+            let d = d as usize;
+            let b = std::mem::take(&mut self.bytes[d]);
             if b == 0 {
                 continue;
             }
-            let kib_s = (b * 1_000_000_000 / (dur as u128 * 1024)) as u64;
-            self.stats[d as usize].add(kib_s);
-            if self.keep {
-                self.samples.push(BwSample {
+            let n = b / out.bs[d].max(1);
+            if full && self.roles & BW_STAT != 0 {
+                // fio's `__add_samples`: KiB/s over whole milliseconds.
+                out.bw[d].add(b * 1000 / ms / 1024);
+            }
+            if full && self.roles & IOPS_STAT != 0 {
+                out.iops[d].add(n * 1000 / ms);
+            }
+            if self.roles & BW_LOG != 0 {
+                let kib_s = (b as u128 * 1_000_000_000 / (dur as u128 * 1024)) as u64;
+                out.samples.push(BwSample {
                     msec: edge / 1_000_000,
                     kib_s,
-                    dir: d,
-                    bs: self.bs[d as usize],
+                    dir: Dir::ALL[d],
+                    bs: out.bs[d],
                 });
             }
         }
     }
 
-    /// Close the log at `rel`: full intervals, then the partial last one if
-    /// it is at least a millisecond long and saw I/O.
-    pub(crate) fn finish(&mut self, rel: u64) {
+    /// Close at `rel`: full intervals, then, for the series, the partial
+    /// last one if it is at least a millisecond long and saw I/O.
+    fn finish(&mut self, rel: u64, out: &mut Sinks) {
         if rel >= self.next_edge {
-            self.roll(rel);
+            self.roll(rel, out);
+        }
+        if self.roles & BW_LOG == 0 {
+            return;
         }
         let start = self.next_edge - self.interval;
         let dur = rel - start;
         if dur >= 1_000_000 && self.bytes.iter().any(|&b| b > 0) {
-            self.emit(rel, dur);
+            self.emit(rel, dur, false, out);
         }
+    }
+}
+
+/// Bandwidth and IOPS accumulation for one job: fio's bandwidth samples
+/// (every `bwavgtime`), IOPS samples (every `iopsavgtime`) and, when kept,
+/// the bandwidth series (every `log_avg_msec`). Intervals that coincide
+/// share one window, so usually one window does it all.
+#[derive(Debug)]
+pub(crate) struct BwAcc {
+    main: Window,
+    more: Vec<Window>,
+    out: Sinks,
+}
+
+impl BwAcc {
+    /// Windows of `bw_ns` (bandwidth samples), `iops_ns` (IOPS samples) and,
+    /// if the series is kept, `log_ns`, for the given directions and block
+    /// sizes. Each interval is whole milliseconds. `runtime_ns`: the job's
+    /// runtime limit, where sampling ends.
+    pub(crate) fn new(
+        bw_ns: u64,
+        iops_ns: u64,
+        log_ns: Option<u64>,
+        runtime_ns: Option<u64>,
+        dirs: &'static [Dir],
+        bs: [u64; 3],
+    ) -> BwAcc {
+        let mut main = Window::new(bw_ns, BW_STAT);
+        // Allocated only when the intervals differ.
+        let mut more: Vec<Window> = Vec::new();
+        for (interval, role) in [(Some(iops_ns), IOPS_STAT), (log_ns, BW_LOG)] {
+            let Some(interval) = interval else { continue };
+            match std::iter::once(&mut main)
+                .chain(more.iter_mut())
+                .find(|w| w.interval == interval)
+            {
+                Some(w) => w.roles |= role,
+                None => more.push(Window::new(interval, role)),
+            }
+        }
+        BwAcc {
+            main,
+            more,
+            out: Sinks {
+                stat_end: runtime_ns.unwrap_or(u64::MAX),
+                dirs,
+                bs,
+                samples: Vec::new(),
+                bw: Default::default(),
+                iops: Default::default(),
+            },
+        }
+    }
+
+    /// `len` bytes of direction `d` completed at `rel` ns after the stats start.
+    #[inline]
+    pub(crate) fn add(&mut self, rel: u64, d: usize, len: u64) {
+        self.main.add(rel, d, len, &mut self.out);
+        for w in &mut self.more {
+            w.add(rel, d, len, &mut self.out);
+        }
+    }
+
+    /// Close every window at the job's end `rel`.
+    pub(crate) fn finish(&mut self, rel: u64) {
+        self.main.finish(rel, &mut self.out);
+        for w in &mut self.more {
+            w.finish(rel, &mut self.out);
+        }
+    }
+
+    /// The bandwidth series (empty unless kept), and the statistics of fio's
+    /// bandwidth (KiB/s) and IOPS samples by direction.
+    pub(crate) fn into_parts(self) -> (Vec<BwSample>, [SampleStats; 3], [SampleStats; 3]) {
+        (self.out.samples, self.out.bw, self.out.iops)
     }
 
     #[cfg(test)]
     /// Heap memory held, bytes.
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.samples.capacity() * std::mem::size_of::<BwSample>()
+        self.out.samples.capacity() * std::mem::size_of::<BwSample>()
+            + self.more.capacity() * std::mem::size_of::<Window>()
     }
 }
 
@@ -177,7 +279,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn stats_match_direct_computation() {
+    fn stats_follow_fio() {
         let v = [5u64, 9, 1, 7, 7, 3];
         let mut s = SampleStats::default();
         for &x in &v {
@@ -185,27 +287,84 @@ mod tests {
         }
         let n = v.len() as f64;
         let mean = v.iter().sum::<u64>() as f64 / n;
-        let var = v.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / n;
+        // fio's calc_lat: sample variance, over n − 1.
+        let var = v.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / (n - 1.0);
         assert_eq!((s.count(), s.min(), s.max()), (6, 1, 9));
         assert!((s.mean() - mean).abs() < 1e-12);
         assert!((s.stddev() - var.sqrt()).abs() < 1e-12);
+        // group_reporting adds everything up.
         let mut a = SampleStats::default();
-        a.merge(&s);
-        a.merge(&SampleStats::default());
+        a.sum_for_group(&s);
+        a.sum_for_group(&SampleStats::default());
         assert_eq!(a, s);
+        a.sum_for_group(&s);
+        assert_eq!((a.count(), a.min(), a.max()), (12, 2, 18));
+        assert!((a.mean() - 2.0 * mean).abs() < 1e-12);
     }
 
     #[test]
     fn idle_intervals_have_no_entry_and_cost_nothing() {
         const S: u64 = 1_000_000_000;
-        let mut b = BwAcc::new(S, &[Dir::Read], [4096, 0, 0], true);
+        let mut b = BwAcc::new(S, S, Some(S), None, &[Dir::Read], [4096, 0, 0]);
         b.add(S / 2, 0, 4096);
         // A billion seconds later, one more I/O, then the end.
         b.add(S * 1_000_000_000, 0, 4096);
         b.finish(S * 1_000_000_000 + S / 2);
-        let msecs: Vec<u64> = b.samples.iter().map(|s| s.msec).collect();
+        let (samples, bw, iops) = b.into_parts();
+        let msecs: Vec<u64> = samples.iter().map(|s| s.msec).collect();
         assert_eq!(msecs, [1000, 1_000_000_000_500]);
-        assert_eq!(b.stats[0].count(), 2);
+        // fio samples whole intervals only: the last, partial one is logged
+        // but not in the statistics.
+        assert_eq!((bw[0].count(), iops[0].count()), (1, 1));
+        assert_eq!((bw[0].max(), iops[0].max()), (4, 1));
+    }
+
+    #[test]
+    fn separate_windows_for_separate_intervals() {
+        const MS: u64 = 1_000_000;
+        // Bandwidth every 500 ms, IOPS every 250 ms, log every 1000 ms; one
+        // 4 KiB write every 10 ms for 2.1 s.
+        let mut b = BwAcc::new(
+            500 * MS,
+            250 * MS,
+            Some(1000 * MS),
+            None,
+            &[Dir::Write],
+            [0, 4096, 0],
+        );
+        for i in 1..=210 {
+            b.add(i * 10 * MS, 1, 4096);
+        }
+        b.finish(2100 * MS);
+        let (samples, bw, iops) = b.into_parts();
+        assert_eq!(samples.len(), 3, "two full seconds and the partial tail");
+        assert_eq!(bw[1].count(), 4);
+        assert_eq!(iops[1].count(), 8);
+        // 100 I/Os per second: 400 KiB/s, 100 IOPS (the first windows miss
+        // the I/O at 0 ms, so they are a little lower).
+        assert_eq!((bw[1].max(), iops[1].max()), (400, 100));
+        assert_eq!((bw[1].min(), iops[1].min()), (392, 96));
+    }
+
+    #[test]
+    fn no_sample_for_the_interval_that_ends_with_the_runtime() {
+        const MS: u64 = 1_000_000;
+        // runtime=2s: the I/O that completes just after it closes the fourth
+        // window, which fio's helper thread usually finds the job gone for.
+        let mut b = BwAcc::new(
+            500 * MS,
+            500 * MS,
+            None,
+            Some(2000 * MS),
+            &[Dir::Read],
+            [4096, 0, 0],
+        );
+        for i in 1..=201 {
+            b.add(i * 10 * MS, 0, 4096);
+        }
+        b.finish(2010 * MS);
+        let (_, bw, iops) = b.into_parts();
+        assert_eq!((bw[0].count(), iops[0].count()), (3, 3));
     }
 }
 

@@ -114,6 +114,11 @@ pub struct SimArgs {
     /// Write the report to FILE instead of standard output.
     #[arg(long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Unix time (seconds) that virtual time 0 stands for: the JSON's `time`
+    /// and `timestamp` are this plus the virtual time at the end of the run
+    /// (default 0, 1970-01-01 00:00:00 UTC, so the JSON stays repeatable).
+    #[arg(long, value_name = "UNIX_SECONDS", default_value_t = 0)]
+    pub epoch: u64,
     /// fio job files; each file after the first starts a new stonewall group.
     #[arg(required = true, value_name = "JOBFILE")]
     pub jobfiles: Vec<PathBuf>,
@@ -128,6 +133,7 @@ pub fn run(args: SimArgs) -> Result<(), SimError> {
     let profile = Profile::load_with_capacity(&args.profile, args.capacity)?;
     let wall = Instant::now();
     let mut sim = Simulation::new(&profile, args.seed);
+    sim.set_epoch(args.epoch);
     // Memory bounded by what is logged: keep series only for logs to write.
     sim.set_keep_bw_series(args.bw_log.is_some());
     let init = wall.elapsed();
@@ -148,7 +154,7 @@ pub fn run(args: SimArgs) -> Result<(), SimError> {
     let cpu_start = cpu_seconds();
     let v0 = sim.now_ns();
     let mut last: Option<(u64, u64)> = None;
-    let report = sim.run_with_progress(&jobs.jobs, &mut |p: &Progress<'_>| {
+    let report = sim.run_file(&jobs, &mut |p: &Progress<'_>| {
         if !tty {
             return;
         }

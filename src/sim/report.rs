@@ -1,7 +1,9 @@
-//! Reports: fio-like text, fio-shaped JSON, and fio-format bandwidth logs.
+//! Reports: fio-like text, fio 3.33's JSON, and fio-format bandwidth logs.
 //!
-//! The JSON holds only virtual-time figures, so the same seed gives the same
-//! bytes; wall-clock figures are printed by the caller elsewhere.
+//! The JSON has fio 3.33's keys, in its order, with fio's definitions (see
+//! `docs/sim.md` for every key: computed, neutral or omitted). It holds
+//! only virtual-time figures, so the same seed gives the same bytes;
+//! wall-clock figures are printed by the caller elsewhere.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -12,8 +14,22 @@ use serde::ser::SerializeMap;
 use crate::model::Counters;
 
 use super::engine::{JobReport, RunReport, SsReport};
-use super::hist::Histogram;
+use super::hist::{FIO_LAT_NR, Histogram};
 use super::jobfile::Dir;
+use super::logs::SampleStats;
+
+/// The fio version whose JSON this output follows (the value of its
+/// `fio version` key); the simulator's own version is in `vssd.version`.
+pub const FIO_VERSION: &str = "fio-3.33";
+
+/// fio prints floats with `%f`: six decimals. JSON has no NaN: 0 instead.
+fn f6(x: f64) -> f64 {
+    if x.is_finite() {
+        (x * 1e6).round() / 1e6
+    } else {
+        0.0
+    }
+}
 
 /// Percentile values, serialised as an ordered map `{"1.000000": v, ...}` like fio.
 struct Percentiles(Vec<(f64, u64)>);
@@ -26,6 +42,66 @@ impl Serialize for Percentiles {
         }
         m.end()
     }
+}
+
+/// Options as fio prints them: an object whose keys may repeat (fio prints
+/// an option given twice twice), in order.
+struct OptList<'a>(&'a [(String, String)]);
+
+impl OptList<'_> {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Serialize for OptList<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+/// A fixed-key distribution in percent (`iodepth_level`, `latency_us`, ...).
+struct Dist {
+    keys: &'static [&'static str],
+    pct: Vec<f64>,
+}
+
+impl Serialize for Dist {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(self.keys.len()))?;
+        for (k, v) in self.keys.iter().zip(&self.pct) {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+const DEPTH_KEYS: [&str; 7] = ["1", "2", "4", "8", "16", "32", ">=64"];
+const BATCH_KEYS: [&str; 7] = ["0", "4", "8", "16", "32", "64", ">=64"];
+const LAT_KEYS: [&str; 10] = [
+    "2", "4", "10", "20", "50", "100", "250", "500", "750", "1000",
+];
+const LAT_MS_KEYS: [&str; 12] = [
+    "2", "4", "10", "20", "50", "100", "250", "500", "750", "1000", "2000", ">=2000",
+];
+
+/// fio's `stat_calc_dist` (floor 0.1 % for a non-empty level) or
+/// `stat_calc_lat` (floor 0.01 %): `counts` as percentages of `total`.
+fn percentages(counts: &[u64], total: u64, floor: f64) -> Vec<f64> {
+    counts
+        .iter()
+        .map(|&c| {
+            if total == 0 {
+                return 0.0;
+            }
+            let p = c as f64 * 100.0 / total as f64;
+            f6(if p < floor && c > 0 { floor } else { p })
+        })
+        .collect()
 }
 
 #[derive(Serialize)]
@@ -41,12 +117,14 @@ struct JsonLat {
 }
 
 impl JsonLat {
+    /// `pcts`: the percentiles to report, if this latency reports them
+    /// (fio: only when it has samples).
     fn from_hist(h: &Histogram, pcts: Option<&[f64]>) -> JsonLat {
         JsonLat {
             min: h.min(),
             max: h.max(),
-            mean: round3(h.mean()),
-            stddev: round3(h.stddev()),
+            mean: f6(h.mean()),
+            stddev: f6(h.stddev()),
             n: h.count(),
             percentile: pcts
                 .filter(|_| h.count() > 0)
@@ -66,6 +144,7 @@ impl JsonLat {
     }
 }
 
+/// fio's per-direction object (`add_ddir_status_json`).
 #[derive(Serialize)]
 struct JsonDir {
     io_bytes: u64,
@@ -86,80 +165,192 @@ struct JsonDir {
     bw_mean: f64,
     bw_dev: f64,
     bw_samples: u64,
+    iops_min: u64,
+    iops_max: u64,
+    iops_mean: f64,
+    iops_stddev: f64,
+    iops_samples: u64,
 }
 
-/// Summary of a job's bandwidth samples for one direction, KiB/s:
-/// (min, max, mean, stddev, count).
-fn bw_sample_stats(j: &JobReport, d: Dir) -> (u64, u64, f64, f64, u64) {
-    let s = &j.bw_stats[d as usize];
-    (
-        s.min(),
-        s.max(),
-        round3(s.mean()),
-        round3(s.stddev()),
-        s.count(),
-    )
-}
-
-fn round3(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
-}
-
-fn runtime_ms(j: &JobReport) -> u64 {
-    (j.runtime_ns() + 500_000) / 1_000_000
+/// fio's `calc_lat` over bandwidth or IOPS samples: min, max, mean, stddev
+/// (all 0 without samples).
+fn sample_summary(s: &SampleStats) -> (u64, u64, f64, f64, u64) {
+    (s.min(), s.max(), f6(s.mean()), f6(s.stddev()), s.count())
 }
 
 impl JsonDir {
-    fn new(j: &JobReport, d: Dir) -> JsonDir {
+    /// `agg`: the stonewall group's aggregate bandwidth in this direction,
+    /// bytes/s (fio's `rs->agg`), for `bw_agg`.
+    fn new(j: &JobReport, d: Dir, agg: u64) -> JsonDir {
         let r = &j.dir[d as usize];
-        let (bw_min, bw_max, bw_mean, bw_dev, bw_samples) = bw_sample_stats(j, d);
-        let active = j.dirs.contains(&d) && r.ios > 0;
+        let runtime = j.runtime_ms(d);
+        let (bw_bytes, iops) = if runtime > 0 {
+            (j.bw_bytes(d).floor() as u64, f6(j.iops(d)))
+        } else {
+            (0, 0.0)
+        };
+        let (bw_min, bw_max, bw_mean, bw_dev, bw_samples) = sample_summary(&j.bw_stats[d as usize]);
+        // fio's convert_agg_kbytes_percent: the job's mean (truncated) as a
+        // share of the group's aggregate, at most 100.
+        let bw_agg = if bw_samples == 0 {
+            0.0
+        } else if agg > 1024 {
+            f6((bw_mean.trunc() * 100.0 / (agg as f64 / 1024.0)).min(100.0))
+        } else {
+            100.0
+        };
+        let (iops_min, iops_max, iops_mean, iops_stddev, iops_samples) =
+            sample_summary(&j.iops_stats[d as usize]);
+        let pcts = j.percentiles.as_slice();
         JsonDir {
             io_bytes: r.io_bytes,
-            io_kbytes: r.io_bytes / 1024,
-            bw_bytes: j.bw_bytes(d).round() as u64,
-            bw: (j.bw_bytes(d) / 1024.0).round() as u64,
-            iops: round3(j.iops(d)),
-            runtime: if active { runtime_ms(j) } else { 0 },
+            io_kbytes: r.io_bytes >> 10,
+            bw_bytes,
+            bw: bw_bytes / 1024,
+            iops,
+            runtime,
             total_ios: r.ios,
             short_ios: 0,
             drop_ios: 0,
             slat_ns: JsonLat::zero(),
-            clat_ns: JsonLat::from_hist(&r.clat, Some(&j.percentiles)),
-            lat_ns: JsonLat::from_hist(&r.clat, None),
+            clat_ns: JsonLat::from_hist(&r.clat, j.clat_percentiles.then_some(pcts)),
+            lat_ns: JsonLat::from_hist(&r.clat, j.lat_percentiles.then_some(pcts)),
             bw_min,
             bw_max,
-            bw_agg: if active { 100.0 } else { 0.0 },
+            bw_agg,
             bw_mean,
             bw_dev,
             bw_samples,
+            iops_min,
+            iops_max,
+            iops_mean,
+            iops_stddev,
+            iops_samples,
         }
     }
 }
 
+/// fio's `sync` object: periodic syncs are refused and `end_fsync`'s flush
+/// is not counted (fio counts neither), so always empty.
 #[derive(Serialize)]
-struct JsonJobOptions {
-    rw: String,
-    bs: String,
-    iodepth: String,
+struct JsonSync {
+    total_ios: u64,
+    lat_ns: JsonLat,
 }
 
 #[derive(Serialize)]
-struct JsonJob {
-    jobname: String,
+struct JsonJob<'a> {
+    jobname: &'a str,
     groupid: usize,
     error: i32,
-    #[serde(rename = "job options")]
-    job_options: JsonJobOptions,
+    eta: u64,
+    elapsed: u64,
+    #[serde(rename = "job options", skip_serializing_if = "OptList::is_empty")]
+    job_options: OptList<'a>,
     read: JsonDir,
     write: JsonDir,
     trim: JsonDir,
+    sync: JsonSync,
     job_runtime: u64,
-    /// Jobs merged into this entry (fio's group_reporting).
-    #[serde(skip_serializing_if = "is_one")]
-    jobs: u32,
+    usr_cpu: f64,
+    sys_cpu: f64,
+    ctx: u64,
+    majf: u64,
+    minf: u64,
+    iodepth_level: Dist,
+    iodepth_submit: Dist,
+    iodepth_complete: Dist,
+    latency_ns: Dist,
+    latency_us: Dist,
+    latency_ms: Dist,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    total_err: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    first_error: Option<i32>,
+    latency_depth: u32,
+    latency_target: u64,
+    latency_percentile: f64,
+    latency_window: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    desc: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     steadystate: Option<JsonSs>,
+    /// Jobs merged into this entry (group_reporting); a vssd extension.
+    #[serde(skip_serializing_if = "is_one")]
+    jobs: u32,
+}
+
+impl<'a> JsonJob<'a> {
+    /// `agg`: the group's aggregate bandwidth per direction; `elapsed`: the
+    /// run's, whole seconds rounded up.
+    fn new(j: &'a JobReport, agg: [u64; 3], elapsed: u64) -> JsonJob<'a> {
+        let issued: u64 = j.depth_dist.iter().sum();
+        let completed: u64 = j.dir.iter().map(|r| r.ios).sum();
+        let mut lat = [0u64; FIO_LAT_NR];
+        for r in &j.dir {
+            for (a, b) in lat.iter_mut().zip(r.clat.fio_lat_counts()) {
+                *a += b;
+            }
+        }
+        // fio's percentages of the I/Os issued (its total_io_u).
+        let lat = percentages(&lat, issued, 0.01);
+        // One I/O per submission and one completion per reap (fio's
+        // iodepth_batch=1 with one event handled at a time): the "4" level.
+        let batch = |n: u64| Dist {
+            keys: &BATCH_KEYS,
+            pct: percentages(&[0, n, 0, 0, 0, 0, 0], n, 0.1),
+        };
+        let cont = j.continue_on_error;
+        JsonJob {
+            jobname: &j.name,
+            groupid: j.group,
+            error: j.error.as_ref().map_or(0, |e| e.errno),
+            // fio's get_jobs_eta at the end: INT_MAX while under 3 s, then 0.
+            eta: if elapsed >= 3 { 0 } else { i32::MAX as u64 },
+            elapsed,
+            job_options: OptList(&j.options),
+            read: JsonDir::new(j, Dir::Read, agg[0]),
+            write: JsonDir::new(j, Dir::Write, agg[1]),
+            trim: JsonDir::new(j, Dir::Trim, agg[2]),
+            sync: JsonSync {
+                total_ios: 0,
+                lat_ns: JsonLat::zero(),
+            },
+            job_runtime: j.job_runtime_ms,
+            usr_cpu: 0.0,
+            sys_cpu: 0.0,
+            ctx: 0,
+            majf: 0,
+            minf: 0,
+            iodepth_level: Dist {
+                keys: &DEPTH_KEYS,
+                pct: percentages(&j.depth_dist, issued, 0.1),
+            },
+            iodepth_submit: batch(issued),
+            iodepth_complete: batch(completed),
+            latency_ns: Dist {
+                keys: &LAT_KEYS,
+                pct: lat[..10].to_vec(),
+            },
+            latency_us: Dist {
+                keys: &LAT_KEYS,
+                pct: lat[10..20].to_vec(),
+            },
+            latency_ms: Dist {
+                keys: &LAT_MS_KEYS,
+                pct: lat[20..].to_vec(),
+            },
+            total_err: cont.then_some(0),
+            first_error: cont.then_some(0),
+            latency_depth: j.iodepth,
+            latency_target: 0,
+            latency_percentile: 100.0,
+            latency_window: 0,
+            desc: j.description.as_deref().filter(|d| !d.is_empty()),
+            steadystate: j.steadystate.as_ref().map(JsonSs::new),
+            jobs: j.jobs,
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -184,26 +375,31 @@ struct JsonSs {
 
 impl JsonSs {
     fn new(s: &SsReport) -> JsonSs {
+        // fio prints its whole ring of `duration` samples, zeros where the
+        // window has not filled yet, and averages over all of them.
+        let dur = (s.duration as usize).max(s.iops.len());
+        let pad = |v: &[u64]| {
+            let mut v = v.to_vec();
+            v.resize(dur, 0);
+            v
+        };
+        let (iops, bw) = (pad(&s.iops), pad(&s.bw));
+        let mean = |v: &[u64]| v.iter().sum::<u64>() / (v.len().max(1) as u64);
         JsonSs {
             ss: s.ss.clone(),
             duration: s.duration,
             attained: s.attained as u32,
             criterion: format!("{:.6}{}", s.criterion, if s.pct { "%" } else { "" }),
-            max_deviation: finite(s.max_deviation),
-            slope: finite(s.slope),
+            max_deviation: f6(s.max_deviation),
+            slope: f6(s.slope),
             data: JsonSsData {
-                bw_mean: s.bw_mean(),
-                iops_mean: s.iops_mean(),
-                iops: s.iops.clone(),
-                bw: s.bw.clone(),
+                bw_mean: mean(&bw),
+                iops_mean: mean(&iops),
+                iops,
+                bw,
             },
         }
     }
-}
-
-/// JSON has no NaN: 0 instead (fio prints what its printf makes of it).
-fn finite(v: f64) -> f64 {
-    if v.is_finite() { v } else { 0.0 }
 }
 
 fn is_one(v: &u32) -> bool {
@@ -212,6 +408,7 @@ fn is_one(v: &u32) -> bool {
 
 #[derive(Serialize)]
 struct JsonVssd<'a> {
+    version: String,
     profile: &'a str,
     capacity: u64,
     seed: u64,
@@ -225,9 +422,44 @@ struct JsonVssd<'a> {
 #[derive(Serialize)]
 struct JsonOut<'a> {
     #[serde(rename = "fio version")]
-    fio_version: String,
-    jobs: Vec<JsonJob>,
+    fio_version: &'static str,
+    timestamp: u64,
+    timestamp_ms: u64,
+    time: String,
+    #[serde(rename = "global options", skip_serializing_if = "OptList::is_empty")]
+    global_options: OptList<'a>,
+    jobs: Vec<JsonJob<'a>>,
     vssd: JsonVssd<'a>,
+}
+
+/// `ctime`'s text for a Unix time, in UTC: `Thu Jan  1 00:00:00 1970`.
+fn ctime_utc(unix_s: u64) -> String {
+    const DAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let days = (unix_s / 86_400) as i64;
+    let secs = unix_s % 86_400;
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{} {} {:2} {:02}:{:02}:{:02} {}",
+        DAYS[((days + 4) % 7) as usize],
+        MONTHS[(month - 1) as usize],
+        day,
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60,
+        year
+    )
 }
 
 fn bs_text(j: &JobReport) -> String {
@@ -239,32 +471,52 @@ fn bs_text(j: &JobReport) -> String {
     v.join(",")
 }
 
-/// fio-shaped JSON (pretty-printed, newline-terminated).
-pub fn json(r: &RunReport) -> String {
-    let jobs = r
-        .reported_jobs()
+/// Each stonewall group's aggregate bandwidth per direction, bytes/s, as
+/// fio computes it (`rs->agg`): the group's bytes over its longest runtime
+/// in whole ms.
+fn group_aggregates(jobs: &[&JobReport]) -> Vec<[u64; 3]> {
+    let groups = jobs.iter().map(|j| j.group + 1).max().unwrap_or(0);
+    let mut bytes = vec![[0u64; 3]; groups];
+    let mut max_run = vec![[0u64; 3]; groups];
+    for j in jobs {
+        for d in Dir::ALL {
+            let rt = j.runtime_ms(d);
+            if rt > 0 {
+                bytes[j.group][d as usize] += j.dir[d as usize].io_bytes;
+                max_run[j.group][d as usize] = max_run[j.group][d as usize].max(rt);
+            }
+        }
+    }
+    bytes
         .iter()
-        .map(|j| JsonJob {
-            jobname: j.name.clone(),
-            groupid: j.group,
-            job_options: JsonJobOptions {
-                rw: j.rw.clone(),
-                bs: bs_text(j),
-                iodepth: j.iodepth.to_string(),
-            },
-            read: JsonDir::new(j, Dir::Read),
-            write: JsonDir::new(j, Dir::Write),
-            trim: JsonDir::new(j, Dir::Trim),
-            job_runtime: runtime_ms(j),
-            jobs: j.jobs,
-            error: j.error.as_ref().map_or(0, |e| e.errno),
-            steadystate: j.steadystate.as_ref().map(JsonSs::new),
-        })
+        .zip(&max_run)
+        .map(|(b, m)| std::array::from_fn(|d| (b[d] * 1000).checked_div(m[d]).unwrap_or(0)))
+        .collect()
+}
+
+/// fio 3.33's JSON (pretty-printed, newline-terminated), plus a `vssd`
+/// object with the drive's counters.
+pub fn json(r: &RunReport) -> String {
+    let reported = r.reported_jobs();
+    let refs: Vec<&JobReport> = reported.iter().map(|j| &**j).collect();
+    let agg = group_aggregates(&refs);
+    // fio's elapsed_sec: whole ms since the start, rounded up to seconds.
+    let elapsed = (r.end_ns.saturating_sub(r.start_ns) / 1_000_000).div_ceil(1000);
+    let jobs = refs
+        .iter()
+        .map(|j| JsonJob::new(j, agg[j.group], elapsed))
         .collect();
+    // The report's time is the end of the run on the virtual clock.
+    let now_ms = r.epoch_s.saturating_mul(1000) + r.end_ns / 1_000_000;
     let out = JsonOut {
-        fio_version: format!("vssd-sim-{}", env!("CARGO_PKG_VERSION")),
+        fio_version: FIO_VERSION,
+        timestamp: now_ms / 1000,
+        timestamp_ms: now_ms,
+        time: ctime_utc(now_ms / 1000),
+        global_options: OptList(&r.global_options),
         jobs,
         vssd: JsonVssd {
+            version: format!("vssd-sim-{}", env!("CARGO_PKG_VERSION")),
             profile: &r.profile,
             capacity: r.capacity,
             seed: r.seed,
@@ -314,7 +566,7 @@ fn iops_text(v: f64) -> String {
 
 fn dir_text(out: &mut String, j: &JobReport, d: Dir) {
     let r = &j.dir[d as usize];
-    let rt = runtime_ms(j);
+    let rt = j.runtime_ms(d);
     let bw = j.bw_bytes(d);
     let _ = writeln!(
         out,
@@ -348,11 +600,18 @@ fn dir_text(out: &mut String, j: &JobReport, d: Dir) {
     for row in cells.chunks(4) {
         let _ = writeln!(out, "     | {}", row.join(", "));
     }
-    let (mn, mx, mean, dev, n) = bw_sample_stats(j, d);
+    let (mn, mx, mean, dev, n) = sample_summary(&j.bw_stats[d as usize]);
     if n > 0 {
         let _ = writeln!(
             out,
             "   bw (  KiB/s): min={mn}, max={mx}, avg={mean:.2}, stdev={dev:.2}, samples={n}"
+        );
+    }
+    let (mn, mx, mean, dev, n) = sample_summary(&j.iops_stats[d as usize]);
+    if n > 0 {
+        let _ = writeln!(
+            out,
+            "   iops        : min={mn}, max={mx}, avg={mean:.2}, stdev={dev:.2}, samples={n}"
         );
     }
 }
@@ -417,7 +676,7 @@ pub fn normal(r: &RunReport) -> String {
             let rts: Vec<u64> = members
                 .iter()
                 .filter(|j| j.dir[d as usize].ios > 0)
-                .map(|j| runtime_ms(j))
+                .map(|j| j.runtime_ms(d))
                 .collect();
             let _ = writeln!(
                 out,
@@ -536,6 +795,8 @@ mod tests {
             sim_ops,
             start_ns: 0,
             end_ns,
+            global_options: jf.global_options.clone(),
+            epoch_s: 0,
         }
     }
 
@@ -574,6 +835,122 @@ mod tests {
         );
         assert!(text.contains("b: (groupid=1, jobs=3): rw=read"), "{text}");
         assert!(text.contains("Run status group 1 (all jobs):"), "{text}");
+    }
+
+    /// The keys fio 3.33 adds around the per-direction figures, with its
+    /// definitions (tests/fio_json.rs compares the key sets with real fio).
+    #[test]
+    fn fio_keys_and_their_values() {
+        // 100 µs per I/O, 4 at a time, for 2.3 s: 500 ms samples of 40000 IOPS.
+        let r = run_text(
+            "[global]
+ioengine=libaio
+[a]
+rw=randread
+iodepth=4
+time_based
+runtime=2300ms
+description=d
+",
+        );
+        let v: serde_json::Value = serde_json::from_str(&json(&r)).unwrap();
+        assert_eq!(v["fio version"], "fio-3.33");
+        assert_eq!(v["global options"]["ioengine"], "libaio");
+        let j = &v["jobs"][0];
+        assert_eq!(j["job options"]["runtime"], "2300ms");
+        assert!(
+            j["job options"].get("time_based").is_none(),
+            "bare flags are not printed"
+        );
+        assert_eq!(
+            (j["elapsed"].as_u64(), j["eta"].as_u64()),
+            (Some(3), Some(0))
+        );
+        assert_eq!(
+            (j["job_runtime"].as_u64(), j["desc"].as_str()),
+            (Some(2300), Some("d"))
+        );
+        let rd = &j["read"];
+        // The last I/Os complete at 2300.000 ms (whole µs round up to ms, as
+        // in fio's update_runtime).
+        assert_eq!(rd["runtime"], 2300);
+        assert_eq!(rd["bw_bytes"], 163_840_000);
+        assert_eq!(rd["bw"], 160_000);
+        // Four whole 500 ms windows (the first misses the I/Os of its first
+        // 100 µs); the last 300 ms are not sampled. bw_agg: the mean
+        // (159992 KiB/s) as a share of the group's 160000.
+        assert_eq!(
+            (rd["iops_samples"].as_u64(), rd["bw_samples"].as_u64()),
+            (Some(4), Some(4))
+        );
+        assert_eq!(
+            (rd["iops_min"].as_u64(), rd["iops_max"].as_u64()),
+            (Some(39_992), Some(40_000))
+        );
+        assert_eq!(
+            (rd["bw_max"].as_u64(), rd["bw_agg"].as_f64()),
+            (Some(160_000), Some(99.995))
+        );
+        assert!(
+            rd["lat_ns"].get("percentile").is_none() && rd["clat_ns"]["percentile"].is_object()
+        );
+        // Three I/Os were issued with fewer than four in flight.
+        let lvl = &j["iodepth_level"];
+        assert_eq!(
+            (lvl["1"].as_f64(), lvl["2"].as_f64()),
+            (Some(0.1), Some(0.1))
+        );
+        assert!(lvl["4"].as_f64().unwrap() > 99.9);
+        assert_eq!(j["iodepth_submit"]["4"], 100.0);
+        // Every completion takes 100 µs: fio's [100, 250) µs range.
+        assert_eq!(j["latency_us"]["250"], 100.0);
+        assert_eq!(j["latency_ms"][">=2000"], 0.0);
+        assert_eq!(j["latency_depth"], 4);
+        assert_eq!(
+            (j["usr_cpu"].as_f64(), j["ctx"].as_u64()),
+            (Some(0.0), Some(0))
+        );
+        assert!(j.get("total_err").is_none());
+        // The time is the virtual clock's, from the epoch.
+        assert_eq!(
+            (v["timestamp"].as_u64(), v["timestamp_ms"].as_u64()),
+            (Some(2), Some(2300))
+        );
+        assert_eq!(v["time"], "Thu Jan  1 00:00:02 1970");
+        let mut late = r.clone();
+        late.epoch_s = 1_796_089_944;
+        let v: serde_json::Value = serde_json::from_str(&json(&late)).unwrap();
+        assert_eq!(v["time"], "Tue Dec  1 01:52:26 2026");
+        assert_eq!(v["timestamp_ms"], 1_796_089_946_300u64);
+    }
+
+    /// group_reporting adds bandwidth and IOPS statistics up, as fio does.
+    #[test]
+    fn group_reporting_sums_rate_statistics() {
+        let r = run_text(
+            "[a]
+rw=read
+numjobs=2
+group_reporting
+time_based
+runtime=1100ms
+",
+        );
+        let one = &r.jobs[0].iops_stats[0];
+        let v: serde_json::Value = serde_json::from_str(&json(&r)).unwrap();
+        let rd = &v["jobs"][0]["read"];
+        assert_eq!(rd["iops_samples"].as_u64(), Some(2 * one.count()));
+        assert_eq!(rd["iops_min"].as_u64(), Some(2 * one.min()));
+        assert_eq!(rd["iops_mean"].as_f64(), Some(f6(2.0 * one.mean())));
+        assert_eq!(v["jobs"][0]["job_runtime"], 2200);
+        assert_eq!(rd["runtime"], 1100);
+    }
+
+    #[test]
+    fn ctime_like_fio() {
+        assert_eq!(ctime_utc(0), "Thu Jan  1 00:00:00 1970");
+        assert_eq!(ctime_utc(951_782_400), "Tue Feb 29 00:00:00 2000");
+        assert_eq!(ctime_utc(4_102_444_799), "Thu Dec 31 23:59:59 2099");
     }
 
     #[test]

@@ -62,8 +62,35 @@ pub struct JobReport {
     /// Bandwidth log, one entry per direction per interval with I/O of that
     /// direction; empty unless the series was kept (see `Plan::keep_all_bw_series`).
     pub bw_log: Vec<BwSample>,
-    /// Statistics of the bandwidth samples by direction, KiB/s (always kept).
+    /// Statistics of fio's bandwidth samples by direction, KiB/s: one sample
+    /// per whole `bwavgtime` interval (500 ms; `log_avg_msec` with
+    /// `write_bw_log`) with I/O of that direction. Always kept.
     pub bw_stats: [SampleStats; 3],
+    /// Statistics of fio's IOPS samples by direction: one per whole
+    /// `iopsavgtime` interval (500 ms; `log_avg_msec` with `write_iops_log`).
+    pub iops_stats: [SampleStats; 3],
+    /// I/Os issued (after the ramp) with 1, 2–3, 4–7, 8–15, 16–31, 32–63
+    /// and ≥ 64 I/Os in flight, the new one included: fio's `io_u_map`,
+    /// reported as `iodepth_level`.
+    pub depth_dist: [u64; 7],
+    /// fio's `job_runtime`: the instance's runtime in whole ms (fio's
+    /// `total_run_time`), added up over merged instances.
+    pub job_runtime_ms: u64,
+    /// The runtime bandwidth and IOPS are computed over, ns: `end_ns −
+    /// stats_start_ns` for one instance, the longest of the merged
+    /// instances' with `group_reporting` (as fio takes the longest).
+    pub longest_runtime_ns: u64,
+    /// The job's own section's options as fio's JSON prints them (`job
+    /// options`): canonical names, values as written, in fio's order.
+    pub options: Vec<(String, String)>,
+    /// `description`, if given (fio's `desc`).
+    pub description: Option<String>,
+    /// `continue_on_error` is set (fio then reports `total_err` and `first_error`).
+    pub continue_on_error: bool,
+    /// Completion-latency percentiles are reported (`clat_percentiles`, on by default).
+    pub clat_percentiles: bool,
+    /// Total-latency percentiles are reported (`lat_percentiles`, off by default).
+    pub lat_percentiles: bool,
     /// Percentiles to report.
     pub percentiles: Vec<f64>,
     /// Whether the job asked for `group_reporting`.
@@ -143,9 +170,20 @@ impl SsReport {
 }
 
 impl JobReport {
-    /// Time over which bandwidth is computed: stats start to last completion, ns.
+    /// Time over which bandwidth is computed, ns: stats start to last
+    /// completion (merged: the longest instance's, see `longest_runtime_ns`).
     pub fn runtime_ns(&self) -> u64 {
-        self.end_ns.saturating_sub(self.stats_start_ns)
+        self.longest_runtime_ns
+    }
+
+    /// fio's per-direction `runtime` in ms: whole µs rounded up to ms (fio's
+    /// `update_runtime`), 0 for a direction without I/O.
+    pub fn runtime_ms(&self, d: Dir) -> u64 {
+        if self.dirs.contains(&d) && self.dir[d as usize].ios > 0 {
+            (self.runtime_ns() / 1000).div_ceil(1000)
+        } else {
+            0
+        }
     }
 
     /// Heap memory held by this report's histograms and logs, bytes.
@@ -205,8 +243,22 @@ impl JobReport {
             self.error.clone_from(&o.error);
         }
         for (a, b) in self.bw_stats.iter_mut().zip(o.bw_stats.iter()) {
-            a.merge(b);
+            a.sum_for_group(b);
         }
+        for (a, b) in self.iops_stats.iter_mut().zip(o.iops_stats.iter()) {
+            a.sum_for_group(b);
+        }
+        for (a, b) in self.depth_dist.iter_mut().zip(o.depth_dist) {
+            *a += b;
+        }
+        self.job_runtime_ms += o.job_runtime_ms;
+        self.longest_runtime_ns = self.longest_runtime_ns.max(o.longest_runtime_ns);
+        // fio prints the last member's options and percentile settings, and
+        // the first member's name and description.
+        self.options.clone_from(&o.options);
+        self.continue_on_error = o.continue_on_error;
+        self.clat_percentiles = o.clat_percentiles;
+        self.lat_percentiles = o.lat_percentiles;
     }
 }
 
@@ -229,6 +281,14 @@ pub struct RunReport {
     pub start_ns: u64,
     /// Virtual time at the end of the run, ns.
     pub end_ns: u64,
+    /// The `[global]` options of the last job file, as fio's JSON prints
+    /// them (`global options`); empty unless the caller set them (see
+    /// [`Simulation::run_file`](super::Simulation::run_file)).
+    pub global_options: Vec<(String, String)>,
+    /// Unix time (s) that virtual time 0 stands for: the JSON's `time`,
+    /// `timestamp` and `timestamp_ms` are this plus `end_ns` (default 0,
+    /// 1970-01-01 00:00:00 UTC, so they are as repeatable as the rest).
+    pub epoch_s: u64,
 }
 
 impl RunReport {

@@ -22,7 +22,7 @@ use crate::model::{Completion, ModelError, Op, Payload, Request, Ssd};
 use crate::profile::Profile;
 
 use super::SimError;
-use super::jobfile::{Dir, JobSpec, RwKind};
+use super::jobfile::{Dir, JobFile, JobSpec, RwKind};
 
 pub use super::results::{BwSample, DirReport, JobError, JobReport, LogText, RunReport, SsReport};
 pub use plan::{JobPlan, Plan, resolve};
@@ -79,6 +79,7 @@ pub struct Simulation {
     now_ns: u64,
     seed: u64,
     keep_bw_series: bool,
+    epoch_s: u64,
 }
 
 /// I/Os a time-based job may issue at one instant before the run is declared stuck.
@@ -265,11 +266,14 @@ impl<T: Target> Engine<'_, T> {
                 job.same_time_issues = 0;
             }
         }
+        job.outstanding += 1;
         if t >= job.stats_start_ns {
             job.issued_bytes += len;
             job.issued_ios += 1;
+            if job.outstanding < p.depth {
+                job.low_depth[state::depth_level(job.outstanding)] += 1;
+            }
         }
-        job.outstanding += 1;
         job.rate_ios += 1;
         job.rate_bytes += len;
         if p.thinktime_ns > 0 {
@@ -448,6 +452,7 @@ impl Simulation {
             now_ns: 0,
             seed,
             keep_bw_series: true,
+            epoch_s: 0,
         }
     }
 
@@ -458,6 +463,7 @@ impl Simulation {
             now_ns,
             seed,
             keep_bw_series: true,
+            epoch_s: 0,
         }
     }
 
@@ -518,7 +524,27 @@ impl Simulation {
             sim_ops,
             start_ns: start,
             end_ns: end,
+            global_options: Vec::new(),
+            epoch_s: self.epoch_s,
         })
+    }
+
+    /// Run the jobs of job files ([`JobFile::load`]); the report carries the
+    /// files' global options for fio's JSON (`global options`).
+    pub fn run_file(
+        &mut self,
+        jobs: &JobFile,
+        progress: &mut dyn FnMut(&Progress<'_>),
+    ) -> Result<RunReport, SimError> {
+        let mut r = self.run_with_progress(&jobs.jobs, progress)?;
+        r.global_options.clone_from(&jobs.global_options);
+        Ok(r)
+    }
+
+    /// Set the Unix time (s) that virtual time 0 stands for, for the
+    /// JSON's `time` and `timestamp` (default 0: 1970-01-01 00:00:00 UTC).
+    pub fn set_epoch(&mut self, unix_s: u64) {
+        self.epoch_s = unix_s;
     }
 }
 
@@ -615,6 +641,9 @@ pub fn run_plan<T: Target>(
         .enumerate()
         .map(|(i, (mut j, p))| {
             let (logs, steadystate) = take_logs(p, &mut j);
+            let depth_dist = j.depth_dist(p);
+            let (bw_log, bw_stats, iops_stats) = j.bw.into_parts();
+            let runtime = j.last_done_ns.saturating_sub(j.stats_start_ns);
             debug_assert_eq!(
                 j.phase,
                 Phase::Done,
@@ -635,8 +664,17 @@ pub fn run_plan<T: Target>(
                 start_ns: j.start_ns,
                 stats_start_ns: j.stats_start_ns,
                 end_ns: j.last_done_ns,
-                bw_log: j.bw.samples,
-                bw_stats: j.bw.stats,
+                bw_log,
+                bw_stats,
+                iops_stats,
+                depth_dist,
+                job_runtime_ms: runtime / 1_000_000,
+                longest_runtime_ns: runtime,
+                options: p.options.clone(),
+                description: p.description.clone(),
+                continue_on_error: p.continue_on_error,
+                clat_percentiles: p.clat_percentiles,
+                lat_percentiles: p.lat_percentiles,
                 percentiles: p.percentiles.clone(),
                 group_reporting: p.group_reporting,
                 write_bw_log: p.write_bw_log.clone(),

@@ -83,6 +83,23 @@ pub struct JobPlan {
     pub max_latency_ns: [u64; 3],
     /// Bandwidth-log interval, ns.
     pub log_avg_ns: u64,
+    /// Interval of fio's bandwidth samples, ns: `bwavgtime` (500 ms), or
+    /// with `write_bw_log` `log_avg_msec` (the smaller of the two if
+    /// `bwavgtime` is given), as fio 3.33's `init.c` sets it.
+    pub bw_stat_ns: u64,
+    /// Interval of fio's IOPS samples, ns (`iopsavgtime`, likewise with
+    /// `write_iops_log`).
+    pub iops_stat_ns: u64,
+    /// The job section's options as fio prints them.
+    pub options: Vec<(String, String)>,
+    /// `description`.
+    pub description: Option<String>,
+    /// `continue_on_error` is set.
+    pub continue_on_error: bool,
+    /// Completion-latency percentiles are reported.
+    pub clat_percentiles: bool,
+    /// Total-latency percentiles are reported.
+    pub lat_percentiles: bool,
     /// Keep the bandwidth series in memory (it is to be written, or the
     /// caller asked for it); otherwise only its statistics are kept.
     pub keep_bw_series: bool,
@@ -203,6 +220,22 @@ pub fn resolve(jobs: &[JobSpec], capacity: u64, seed: u64) -> Result<Plan, SimEr
         }
     }
     Ok(Plan { jobs: out, groups })
+}
+
+/// fio's default `bwavgtime` and `iopsavgtime`, ms.
+const FIO_AVG_TIME_MS: u64 = 500;
+
+/// The interval of fio's bandwidth or IOPS samples, ms (fio 3.33's
+/// `init.c`): with the matching log, the log's `log_avg_msec` (or the
+/// smaller of it and an explicit `*avgtime`); without, `*avgtime`.
+fn stat_interval_ms(logged: bool, log_avg_msec: u64, avgtime: Option<u64>) -> u64 {
+    let ms = match (logged, avgtime) {
+        (true, Some(t)) => log_avg_msec.min(t),
+        (true, None) => log_avg_msec,
+        (false, Some(t)) => t,
+        (false, None) => FIO_AVG_TIME_MS,
+    };
+    ms.max(1)
 }
 
 fn resolve_one(
@@ -330,6 +363,21 @@ fn resolve_one(
         }),
         max_latency_ns: spec.max_latency_ns.map(|l| l.unwrap_or(u64::MAX)),
         log_avg_ns: spec.log_avg_msec.max(1) * 1_000_000,
+        bw_stat_ns: stat_interval_ms(
+            spec.write_bw_log.is_some(),
+            spec.log_avg_msec,
+            spec.bwavgtime_ms,
+        ) * 1_000_000,
+        iops_stat_ns: stat_interval_ms(
+            spec.write_iops_log.is_some(),
+            spec.log_avg_msec,
+            spec.iopsavgtime_ms,
+        ) * 1_000_000,
+        options: spec.options.clone(),
+        description: spec.description.clone(),
+        continue_on_error: spec.continue_on_error,
+        clat_percentiles: spec.clat_percentiles && !spec.disable_clat,
+        lat_percentiles: spec.lat_percentiles && !spec.disable_lat,
         keep_bw_series: spec.write_bw_log.is_some(),
         seed: job_seed,
     })

@@ -6,6 +6,12 @@ use super::super::results::{DirReport, JobError};
 use super::super::rng::{Perm, Rng};
 use super::plan::JobPlan;
 
+/// fio's `io_u_mark_depth` level of an I/O issued with `depth` I/Os in
+/// flight (itself included): 1, 2–3, 4–7, 8–15, 16–31, 32–63, ≥ 64.
+pub(super) fn depth_level(depth: u32) -> usize {
+    (depth.max(1).ilog2() as usize).min(6)
+}
+
 /// Where an instance is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Phase {
@@ -45,6 +51,9 @@ pub(super) struct JobState {
     pub outstanding: u32,
     pub last_done_ns: u64,
     pub stats: [DirReport; 3],
+    /// I/Os issued after the ramp with fewer than `iodepth` in flight, by
+    /// queue-depth level (fio's `io_u_map`; see [`JobState::depth_dist`]).
+    pub low_depth: [u64; 7],
     pub bw: BwAcc,
     /// Latency/IOPS/histogram logs and steady-state detection, when asked for.
     pub extra: Option<Box<Extra>>,
@@ -128,7 +137,15 @@ impl JobState {
             outstanding: 0,
             last_done_ns: 0,
             stats: Default::default(),
-            bw: BwAcc::new(p.log_avg_ns, p.dirs, p.bs, p.keep_bw_series),
+            low_depth: [0; 7],
+            bw: BwAcc::new(
+                p.bw_stat_ns,
+                p.iops_stat_ns,
+                p.keep_bw_series.then_some(p.log_avg_ns),
+                p.runtime_ns,
+                p.dirs,
+                p.bs,
+            ),
             extra: Extra::new(p),
             error: None,
         }
@@ -142,6 +159,16 @@ impl JobState {
             .map(|s| s.clat.heap_bytes())
             .sum::<usize>()
             + self.bw.heap_bytes()
+    }
+
+    /// I/Os issued after the ramp by queue-depth level, fio's `io_u_map`:
+    /// those issued below the job's `iodepth` were counted as they went,
+    /// the rest (most) were at `iodepth`.
+    pub fn depth_dist(&self, p: &JobPlan) -> [u64; 7] {
+        let mut d = self.low_depth;
+        let low: u64 = d.iter().sum();
+        d[depth_level(p.depth)] += self.issued_ios - low;
+        d
     }
 
     /// Whether the instance may issue another I/O at `t`.

@@ -271,6 +271,8 @@ fn numjobs_offsets_group_reporting_exitall() {
         sim_ops: ops,
         start_ns: 0,
         end_ns: 0,
+        global_options: Vec::new(),
+        epoch_s: 0,
     };
     let merged = rr.reported_jobs();
     assert_eq!(merged.len(), 1);

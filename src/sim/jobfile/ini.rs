@@ -13,6 +13,9 @@ pub struct Entry {
     pub key: String,
     /// The value, trimmed; `None` for a bare `key` line.
     pub value: Option<String>,
+    /// The value as fio keeps it to print (`job options` in its JSON): the
+    /// text after `=`, blanks at its end removed but not at its start.
+    pub raw_value: Option<String>,
     /// 1-based line number.
     pub line: usize,
 }
@@ -78,9 +81,9 @@ pub fn read(text: &str, origin: &str) -> Result<Vec<Section>, JobFileError> {
                 "`include` directives are not supported; pass several job files instead".into(),
             ));
         }
-        let (key, value) = match line.split_once('=') {
-            Some((k, v)) => (k.trim(), Some(v.trim().to_string())),
-            None => (line, None),
+        let (key, value, raw_value) = match line.split_once('=') {
+            Some((k, v)) => (k.trim(), Some(v.trim().to_string()), Some(v.to_string())),
+            None => (line, None, None),
         };
         if key.is_empty() || key.contains(char::is_whitespace) {
             return Err(syntax(
@@ -108,6 +111,7 @@ pub fn read(text: &str, origin: &str) -> Result<Vec<Section>, JobFileError> {
         sec.entries.push(Entry {
             key: key.to_string(),
             value,
+            raw_value,
             line: lineno,
         });
     }
@@ -147,11 +151,13 @@ mod tests {
             [Entry {
                 key: "bs".into(),
                 value: Some("4k".into()),
+                raw_value: Some("4k".into()),
                 line: 3
             }]
         );
         assert_eq!((s[1].name.as_str(), s[1].line), ("a", 5));
         assert_eq!(s[1].entries[0].value, None);
         assert_eq!(s[1].entries[1].value.as_deref(), Some("y;z"));
+        assert_eq!(s[1].entries[1].raw_value.as_deref(), Some(" y;z"));
     }
 }

@@ -270,6 +270,27 @@ pub struct JobSpec {
     pub end_fsync: bool,
     /// `kb_base`: 1024 (fio's default) or 1000; see [`crate::size::parse_size_fio`].
     pub kb_base: u32,
+    /// `bwavgtime`: interval of fio's bandwidth samples (`bw_min`, `bw_mean`,
+    /// ...), ms; default 500, or `log_avg_msec` with `write_bw_log`.
+    pub bwavgtime_ms: Option<u64>,
+    /// `iopsavgtime`: interval of fio's IOPS samples, ms; default 500, or
+    /// `log_avg_msec` with `write_iops_log`.
+    pub iopsavgtime_ms: Option<u64>,
+    /// `clat_percentiles` (default on).
+    pub clat_percentiles: bool,
+    /// `lat_percentiles` (default off).
+    pub lat_percentiles: bool,
+    /// `disable_clat` (or `gtod_reduce`): fio then reports no completion-latency percentiles.
+    pub disable_clat: bool,
+    /// `disable_lat` (or `gtod_reduce`): fio then reports no total-latency percentiles.
+    pub disable_lat: bool,
+    /// `description` (fio's `desc` in JSON).
+    pub description: Option<String>,
+    /// `continue_on_error` other than `none` (fio then reports `total_err`, `first_error`).
+    pub continue_on_error: bool,
+    /// The options of the job's own section as fio prints them in its JSON
+    /// (`job options`): see [`printed_options`].
+    pub options: Vec<(String, String)>,
 }
 
 /// Most job instances (jobs × `numjobs`) one invocation may run: fio's own
@@ -337,6 +358,15 @@ impl JobSpec {
             percentiles: DEFAULT_PERCENTILES.to_vec(),
             end_fsync: false,
             kb_base: 1024,
+            bwavgtime_ms: None,
+            iopsavgtime_ms: None,
+            clat_percentiles: true,
+            lat_percentiles: false,
+            disable_clat: false,
+            disable_lat: false,
+            description: None,
+            continue_on_error: false,
+            options: Vec::new(),
         }
     }
 
@@ -358,6 +388,9 @@ pub struct JobFile {
     pub jobs: Vec<JobSpec>,
     /// Unknown options and other things worth telling the user.
     pub warnings: Vec<String>,
+    /// The `[global]` options of the last file, as fio's JSON prints them
+    /// (`global options`; fio starts afresh with each job file).
+    pub global_options: Vec<(String, String)>,
 }
 
 impl JobFile {
@@ -388,6 +421,7 @@ impl JobFile {
         }
         self.jobs.append(&mut other.jobs);
         self.warnings.append(&mut other.warnings);
+        self.global_options = other.global_options;
     }
 }
 
@@ -398,6 +432,7 @@ pub fn parse(text: &str, origin: &str) -> Result<JobFile, JobFileError> {
     let mut global: Vec<ini::Entry> = Vec::new();
     for sec in ini::read(text, origin)? {
         if sec.is_global() {
+            out.global_options.extend(printed_options(&sec.entries));
             for e in sec.entries {
                 // Check it now, so a bad global is reported even without jobs.
                 let mut probe = JobSpec::new("global", origin);
@@ -425,6 +460,7 @@ pub fn parse(text: &str, origin: &str) -> Result<JobFile, JobFileError> {
             )?;
         }
         options::check(&spec, origin, sec.line)?;
+        spec.options = printed_options(&sec.entries);
         out.jobs.push(spec);
         check_instances(&out.jobs)?;
     }
@@ -435,6 +471,26 @@ pub fn parse(text: &str, origin: &str) -> Result<JobFile, JobFileError> {
     let mut seen = std::collections::HashSet::new();
     out.warnings.retain(|w| seen.insert(w.clone()));
     Ok(out)
+}
+
+/// One section's options as fio 3.33 prints them in its JSON (`job options`,
+/// `global options`): every `key=value` line (bare `key` lines are not
+/// printed), under the option's canonical name (`readwrite` → `rw`), with
+/// the value as written, repeats included, in fio's parsing order: sorted
+/// by fio's option priority (`kb_base` and `unit_base` first, `filename`
+/// last, then the I/O engine's own options), file order otherwise.
+pub fn printed_options(entries: &[ini::Entry]) -> Vec<(String, String)> {
+    let mut v: Vec<(i8, String, String)> = entries
+        .iter()
+        .filter_map(|e| {
+            let raw = e.raw_value.as_ref()?;
+            let name = options::fio_name(&e.key);
+            Some((options::print_rank(&name), name, raw.clone()))
+        })
+        .collect();
+    // Stable, like glibc's qsort (a merge sort) on fio's small arrays.
+    v.sort_by_key(|(rank, _, _)| std::cmp::Reverse(*rank));
+    v.into_iter().map(|(_, k, v)| (k, v)).collect()
 }
 
 /// Refuse more than [`MAX_JOB_INSTANCES`] instances, naming the job that

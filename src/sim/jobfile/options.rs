@@ -33,18 +33,12 @@ const NO_EFFECT: &[&str] = &[
     "iodepth_low",
     "invalidate",
     "thread",
-    "description",
     "refill_buffers",
     "scramble_buffers",
     "buffer_compress_chunk",
     "buffer_pattern",
-    "gtod_reduce",
-    "disable_lat",
-    "disable_clat",
     "disable_slat",
     "disable_bw_measurement",
-    "clat_percentiles",
-    "lat_percentiles",
     "slat_percentiles",
     "cpus_allowed",
     "cpus_allowed_policy",
@@ -59,7 +53,6 @@ const NO_EFFECT: &[&str] = &[
     "create_on_open",
     "overwrite",
     "log_compression",
-    "continue_on_error",
     "ioscheduler",
     "nice",
     "prio",
@@ -77,8 +70,6 @@ const NO_EFFECT: &[&str] = &[
     "iomem_align",
     "create_serialize",
     "stats",
-    "bwavgtime",
-    "iopsavgtime",
 ];
 
 /// Options fio has whose effect this simulator cannot reproduce.
@@ -166,6 +157,73 @@ const UNSUPPORTED: &[(&str, &str)] = &[
         "searching for the queue depth that meets a latency target is not simulated",
     ),
 ];
+
+/// fio's aliases of the options the simulator knows, with their canonical
+/// names (fio 3.33's option table): fio prints options under these.
+const ALIASES: &[(&str, &str)] = &[
+    ("readwrite", "rw"),
+    ("blocksize", "bs"),
+    ("blockalign", "ba"),
+    ("blocksize_range", "bsrange"),
+    ("blocksize_unaligned", "bs_unaligned"),
+    ("io_limit", "io_size"),
+    ("fill_fs", "fill_device"),
+    ("fileoffset", "offset"),
+    ("nr_files", "nrfiles"),
+    ("timeout", "runtime"),
+    ("iomem", "mem"),
+    ("mem_align", "iomem_align"),
+    ("ratemin", "rate_min"),
+    ("ratecycle", "rate_cycle"),
+    ("wait_for_previous", "stonewall"),
+    ("disable_bw", "disable_bw_measurement"),
+    ("iodepth_batch_submit", "iodepth_batch"),
+    ("iodepth_batch_complete", "iodepth_batch_complete_min"),
+    ("ss", "steadystate"),
+    ("ss_dur", "steadystate_duration"),
+    ("ss_ramp", "steadystate_ramp_time"),
+];
+
+/// I/O engine options (libaio, io_uring): fio parses them in a second pass,
+/// so they come last in its printed option lists.
+const ENGINE_OPTIONS: &[&str] = &[
+    "userspace_reap",
+    "hipri",
+    "fixedbufs",
+    "registerfiles",
+    "sqthread_poll",
+    "sqthread_poll_cpu",
+    "nonvectored",
+    "uncached",
+    "nowait",
+    "force_async",
+    "cmdprio_percentage",
+    "cmdprio_class",
+    "cmdprio",
+    "cmdprio_bssplit",
+];
+
+/// The name fio prints an option under: lower case, aliases resolved.
+pub fn fio_name(key: &str) -> String {
+    let k = key.to_ascii_lowercase();
+    match ALIASES.iter().find(|(a, _)| *a == k) {
+        Some((_, name)) => (*name).to_string(),
+        None => k,
+    }
+}
+
+/// Where fio parses an option among a section's (higher first): its option
+/// priority (`kb_base`, `unit_base`, `lockfile`, `cpus_allowed_policy`: 1;
+/// `filename`, `filename_format`: −1; others 0), and the I/O engine's
+/// options after all of those.
+pub fn print_rank(name: &str) -> i8 {
+    match name {
+        "kb_base" | "unit_base" | "lockfile" | "cpus_allowed_policy" => 1,
+        "filename" | "filename_format" => -1,
+        n if ENGINE_OPTIONS.contains(&n) => -2,
+        _ => 0,
+    }
+}
 
 fn err(origin: &str, line: usize, key: &str, msg: impl Into<String>) -> JobFileError {
     JobFileError::Option {
@@ -482,6 +540,40 @@ pub fn apply(
             spec.percentiles = list;
         }
         "end_fsync" | "fsync_on_close" => spec.end_fsync = flag()?,
+        "bwavgtime" | "iopsavgtime" => {
+            let n = int()?;
+            if n == 0 {
+                return Err(e("give an interval of at least 1 ms".into()));
+            }
+            if key_l == "bwavgtime" {
+                spec.bwavgtime_ms = Some(n);
+            } else {
+                spec.iopsavgtime_ms = Some(n);
+            }
+        }
+        "clat_percentiles" => spec.clat_percentiles = flag()?,
+        "lat_percentiles" => spec.lat_percentiles = flag()?,
+        "disable_clat" => spec.disable_clat = flag()?,
+        "disable_lat" => spec.disable_lat = flag()?,
+        "gtod_reduce" => {
+            if flag()? {
+                spec.disable_clat = true;
+                spec.disable_lat = true;
+            }
+        }
+        "description" => spec.description = Some(value.unwrap_or("").to_string()),
+        "continue_on_error" => {
+            let v = need()?.to_ascii_lowercase();
+            spec.continue_on_error = match v.as_str() {
+                "none" | "0" => false,
+                "read" | "write" | "io" | "verify" | "all" | "1" => true,
+                _ => {
+                    return Err(e(format!(
+                        "{v:?}: one of none, read, write, io, verify, all, 0, 1"
+                    )));
+                }
+            };
+        }
         "name" => spec.name = need()?.to_string(),
         "kb_base" => {
             let n = int()?;

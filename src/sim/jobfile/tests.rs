@@ -234,3 +234,56 @@ fn logs_steady_state_and_latency_options() {
         );
     }
 }
+
+/// fio 3.33 prints each section's `key=value` options (checked against fio:
+/// `job options` and `global options` in its JSON): canonical names, values
+/// as written, repeats kept, bare flags left out, `kb_base` first and
+/// `filename` and engine options last; only the last file's globals.
+#[test]
+fn options_are_kept_as_fio_prints_them() {
+    let jf = parse(
+        "[global]\nfilename=/dev/vdb\nsize = 4M\nkb_base=1024\ntime_based\n[global]\nbs=16k\n[j]\nhipri=1\nreadwrite=randread\nblocksize=8k,16k\nnorandommap\nrw=randwrite\nss=iops:5%\nRuntime=30s # half a minute\n",
+        "a.fio",
+    )
+    .unwrap();
+    let pairs = |v: &[(String, String)]| -> Vec<String> {
+        v.iter().map(|(k, v)| format!("{k}={v}")).collect()
+    };
+    assert_eq!(
+        pairs(&jf.global_options),
+        ["kb_base=1024", "size= 4M", "filename=/dev/vdb", "bs=16k"]
+    );
+    assert_eq!(
+        pairs(&jf.jobs[0].options),
+        [
+            "rw=randread",
+            "bs=8k,16k",
+            "rw=randwrite",
+            "steadystate=iops:5%",
+            "runtime=30s",
+            "hipri=1"
+        ]
+    );
+    let mut all = jf.clone();
+    all.append(parse("[k]\nrw=write\n", "b.fio").unwrap());
+    assert!(all.global_options.is_empty(), "fio starts afresh per file");
+    assert_eq!(pairs(&all.jobs[1].options), ["rw=write"]);
+}
+
+#[test]
+fn reporting_options() {
+    let jf = parse(
+        "[a]\ndescription=hello there\ncontinue_on_error=io\nlat_percentiles=1\nbwavgtime=250\niopsavgtime=1000\n[b]\ngtod_reduce=1\ncontinue_on_error=none\n",
+        "t",
+    )
+    .unwrap();
+    let (a, b) = (&jf.jobs[0], &jf.jobs[1]);
+    assert_eq!(a.description.as_deref(), Some("hello there"));
+    assert!(a.continue_on_error && !b.continue_on_error);
+    assert!(a.lat_percentiles && a.clat_percentiles && !a.disable_clat);
+    assert_eq!((a.bwavgtime_ms, a.iopsavgtime_ms), (Some(250), Some(1000)));
+    assert!(b.disable_clat && b.disable_lat);
+    let e = parse("[a]\ncontinue_on_error=sometimes\n", "t").unwrap_err();
+    assert!(e.to_string().contains("continue_on_error"), "{e}");
+    assert!(parse("[a]\nbwavgtime=0\n", "t").is_err());
+}
