@@ -4,8 +4,12 @@
 //! the same fields. [`Profile::load`] accepts either a preset name or a path.
 //! Validation errors name the field and the allowed range.
 
+mod period;
 pub mod presets;
 mod validate;
+
+use period::is_default;
+pub use period::{Controller, Mapping, MappingPolicy, Reduction, SlcCache, SlcMode, Trim, Wear};
 
 pub use validate::MIN_BLOCKS_PER_PLANE;
 
@@ -72,7 +76,7 @@ pub enum ProfileError {
 }
 
 /// A size field written as a string with a suffix (`"8KiB"`) or a plain integer of bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Bytes(pub u64);
 
 impl Serialize for Bytes {
@@ -253,6 +257,24 @@ pub struct Profile {
     pub buffer: Buffer,
     /// Garbage collection.
     pub gc: Gc,
+    /// Mapping policy (default: page-level).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub mapping: Mapping,
+    /// TRIM cost (default: `host.trim_ns_per_unit` only, queued).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub trim: Trim,
+    /// Data reduction (default: off).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub reduction: Reduction,
+    /// SLC cache (default: off).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub slc_cache: SlcCache,
+    /// Wear (default: no indicator, no latency growth).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub wear: Wear,
+    /// Controller description.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub controller: Controller,
 }
 
 /// Capacity overrides keep at least this many blocks on each die.
