@@ -302,7 +302,11 @@ impl Ssd {
         let log = self.hy().log(li)?.clone();
         let s = self.hy().sb_units;
         let upd = self.geo.units_per_dpage;
-        if log.seq && log.lsbs.len() == 1 && log.next.is_multiple_of(upd) {
+        if log.seq
+            && log.lsbs.len() == 1
+            && log.next.is_multiple_of(upd)
+            && self.hy_in_place(log.lsbs[0], log.psb, log.next)
+        {
             let lsb = log.lsbs[0];
             if log.next < s {
                 self.hy_fill_from(lsb, log.psb, log.next, t)?;
@@ -334,6 +338,20 @@ impl Ssd {
         self.hy_drop_log(li)?;
         self.hy_erase(log.psb, t, false);
         Ok(())
+    }
+
+    /// Whether every live unit of `lsb` at offsets `..upto` is at its
+    /// offset in superblock `psb` (a later write or merge may have moved
+    /// some of them elsewhere).
+    fn hy_in_place(&self, lsb: u32, psb: u32, upto: u32) -> bool {
+        let base = lsb as u64 * self.hy().sb_units as u64;
+        (0..upto).all(|o| {
+            let lpn = base + o as u64;
+            lpn >= self.geo.logical_units || {
+                let e = self.l2p.get(lpn as usize);
+                e == 0 || e - 1 == self.hy_ppn(psb, o)
+            }
+        })
     }
 
     /// Forget log slot `li` (its superblock is the caller's).
@@ -539,6 +557,9 @@ impl Ssd {
                 let log = self.hy_mut().log_mut(li)?;
                 log.next = (next / upd + 1) * upd;
                 log.ready = 0;
+                // The padded positions hold no unit at its offset: the log
+                // can no longer switch or be completed by a partial merge.
+                log.seq = false;
                 if log.next >= s {
                     self.hy_reclaim(li, t)?;
                 }

@@ -234,4 +234,6 @@ mod timeline;
 mod write_point;
 
 #[cfg(test)]
+mod period_tests;
+#[cfg(test)]
 mod proptests;

@@ -660,8 +660,10 @@ impl Ssd {
             units += 1;
         }
         let freed = before - self.mapped_units;
-        if freed > 0 && self.geo.trim_model {
-            self.drop_trimmed_buffer();
+        if freed > 0 {
+            if self.geo.trim_model {
+                self.drop_trimmed_buffer();
+            }
             if self.hy.is_some() {
                 self.hy_trimmed(t, first, end.max(first))?;
             }
