@@ -36,6 +36,8 @@ enum Cmd {
     },
     /// Run fio job files against the drive model in virtual time.
     Sim(vssd::sim::SimArgs),
+    /// Compare a profile's simulated figures with its published spec sheet.
+    Calibrate(vssd::calibrate::CalibrateArgs),
 }
 
 #[derive(Subcommand)]
@@ -127,6 +129,7 @@ fn main() -> ExitCode {
     let r: Result<(), Box<dyn std::error::Error>> = match cli.cmd {
         Cmd::Profiles { what } => profiles(what),
         Cmd::Sim(args) => vssd::sim::run(args).map_err(Into::into),
+        Cmd::Calibrate(args) => vssd::calibrate::run(args).map_err(Into::into),
         #[cfg(feature = "kit")]
         Cmd::Demo(a) => vssd::kit::demo::run(a).map_err(Into::into),
         Cmd::Serve(a) => vssd::serve::run(a).map_err(Into::into),

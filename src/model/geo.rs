@@ -28,6 +28,8 @@ pub(crate) struct Geo {
     chan_ns_per_byte: f64,
     link_ns_per_byte: f64,
     pub(crate) cmd_ns: u64,
+    pub(crate) cmd_read_ns: u64,
+    pub(crate) cmd_write_ns: u64,
     pub(crate) trim_ns_per_unit: u64,
     pub(crate) queue_depth: usize,
     pub(crate) buffer_units: u64,
@@ -109,6 +111,14 @@ impl Geo {
             chan_ns_per_byte: per_byte(p.nand.channel_mb_s),
             link_ns_per_byte: if link.is_finite() { 1e9 / link } else { 0.0 },
             cmd_ns: p.host.command_overhead_ns,
+            cmd_read_ns: match p.host.read_command_ns {
+                0 => p.host.command_overhead_ns,
+                v => v,
+            },
+            cmd_write_ns: match p.host.write_command_ns {
+                0 => p.host.command_overhead_ns,
+                v => v,
+            },
             trim_ns_per_unit: p.host.trim_ns_per_unit,
             queue_depth: p.host.queue_depth as usize,
             buffer_units: p.buffer.size.0 / g.mapping_unit.0,

@@ -359,8 +359,13 @@ impl Ssd {
         }
         // The controller handles one command at a time.
         start = start.max(self.ctrl_free);
-        self.ctrl_free = start + self.geo.cmd_ns;
-        let t = start + self.geo.cmd_ns;
+        let cmd_ns = match req.op {
+            Op::Read => self.geo.cmd_read_ns,
+            Op::Write | Op::WriteZeroes { unmap: false } => self.geo.cmd_write_ns,
+            _ => self.geo.cmd_ns,
+        };
+        self.ctrl_free = start + cmd_ns;
+        let t = start + cmd_ns;
 
         let done = match req.op {
             Op::Read => self.read(t, req.offset, req.len),

@@ -152,6 +152,24 @@ fn range_f(origin: &str, field: &str, v: f64, lo: f64, hi: f64) -> Result<(), Pr
     }
 }
 
+/// `[spec]`: the figures the drive's vendor published, which `vssd
+/// calibrate` compares the model with (documentation; no effect on the
+/// model). 0 = not published.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Spec {
+    /// Sequential read, MB/s (10^6 bytes/s).
+    pub seq_read_mb_s: f64,
+    /// Sequential write, MB/s.
+    pub seq_write_mb_s: f64,
+    /// 4 KiB random read IOPS at QD 32.
+    pub rand_read_iops: f64,
+    /// 4 KiB random write IOPS at QD 32.
+    pub rand_write_iops: f64,
+    /// Where the figures come from.
+    pub source: String,
+}
+
 /// Check the period sections' own ranges (geometry-dependent checks are
 /// in `validate.rs`).
 pub(super) fn validate(p: &Profile, origin: &str) -> Result<(), ProfileError> {
@@ -213,6 +231,15 @@ pub(super) fn validate(p: &Profile, origin: &str) -> Result<(), ProfileError> {
                 "a positive size with slc_cache.mode static or dynamic",
             ));
         }
+    }
+    let sp = &p.spec;
+    for (field, v) in [
+        ("spec.seq_read_mb_s", sp.seq_read_mb_s),
+        ("spec.seq_write_mb_s", sp.seq_write_mb_s),
+        ("spec.rand_read_iops", sp.rand_read_iops),
+        ("spec.rand_write_iops", sp.rand_write_iops),
+    ] {
+        range_f(origin, field, v, 0.0, 1e7)?;
     }
     let w = &p.wear;
     range_u(

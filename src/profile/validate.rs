@@ -112,6 +112,12 @@ impl Profile {
             10_000_000,
             "ns (10 ms)",
         )?;
+        for (field, v) in [
+            ("host.read_command_ns", h.read_command_ns),
+            ("host.write_command_ns", h.write_command_ns),
+        ] {
+            int_range(origin, field, v, 0, 10_000_000, "ns (10 ms)")?;
+        }
         int_range(
             origin,
             "host.trim_ns_per_unit",
