@@ -62,9 +62,127 @@ pub struct CalibrateArgs {
     /// the capacity.
     #[arg(long, default_value_t = 1.5)]
     pub random_factor: f64,
+    /// Also run the articles' protocols: P1 (sequential write fresh, 30
+    /// minutes of 4 KiB random writes, sequential write) and P2 (HD
+    /// Tune-style write curve fresh, after 30 minutes of random writes, after
+    /// a whole-drive TRIM).
+    #[arg(long)]
+    pub protocols: bool,
     /// JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Protocols P1 and P2 of `../shared/reference/protocols.md` on one profile.
+#[derive(Debug, Clone, Serialize)]
+pub struct Protocols {
+    /// Profile name.
+    pub profile: String,
+    /// P1: 30 s sequential write on the fresh drive, MB/s.
+    pub p1_fresh_mb_s: f64,
+    /// P1: 30 minutes of 4 KiB random writes at QD 32, IOPS.
+    pub p1_random_iops: f64,
+    /// P1: 60 s sequential write after them, MB/s.
+    pub p1_used_mb_s: f64,
+    /// P2: HD Tune-style write test (128 KiB writes at QD 1 in 32 zones
+    /// across the drive), MB/s per zone: fresh, after 30 minutes of random
+    /// writes, after a whole-drive TRIM.
+    pub p2_fresh: Vec<f64>,
+    /// See `p2_fresh`.
+    pub p2_used: Vec<f64>,
+    /// See `p2_fresh`.
+    pub p2_trimmed: Vec<f64>,
+}
+
+/// The 32-zone HD Tune-style write test: 8 MiB of 128 KiB writes at QD 1
+/// at each of 32 positions across the drive, one after the other; MB/s per zone.
+fn hdtune_write(sim: &mut Simulation, cap: u64) -> Result<Vec<f64>, SimError> {
+    let mut text = String::new();
+    let zone = cap / 32;
+    for z in 0..32u64 {
+        let off = z * zone / (128 << 10) * (128 << 10);
+        let _ = write!(
+            text,
+            "[z{z}]\nstonewall\nrw=write\nbs=128k\niodepth=1\noffset={off}\nsize=8m\n"
+        );
+    }
+    let r = sim.run(&job(&text)?)?;
+    Ok(r.jobs
+        .iter()
+        .map(|j| j.bw_bytes(Dir::Write) / 1e6)
+        .collect())
+}
+
+/// Run P1 and P2 (see [`Protocols`]).
+pub fn protocols(p: &Profile, seed: u64) -> Result<Protocols, SimError> {
+    let cap = p.geometry.exported_capacity.0;
+    let random = job(
+        "[random]\nrw=randwrite\nbs=4k\niodepth=32\nruntime=1800\ntime_based\nnorandommap\nend_fsync=1\n",
+    )?;
+    // P1.
+    let mut sim = Simulation::new(p, seed);
+    let fresh = sim.run(&job(
+        "[fresh]\nrw=write\nbs=128k\niodepth=32\nruntime=30\ntime_based\n",
+    )?)?;
+    let r = sim.run(&random)?;
+    let used = sim.run(&job(
+        "[used]\nrw=write\nbs=128k\niodepth=32\nruntime=60\ntime_based\n",
+    )?)?;
+    // P2.
+    let mut sim = Simulation::new(p, seed);
+    let p2_fresh = hdtune_write(&mut sim, cap)?;
+    sim.run(&random)?;
+    let p2_used = hdtune_write(&mut sim, cap)?;
+    let unit = p.geometry.mapping_unit.0;
+    let trim_bs = cap / unit * unit;
+    sim.run(&job(&format!(
+        "[trim]\nrw=trim\nbs={trim_bs}\nsize={trim_bs}\n"
+    ))?)?;
+    sim.idle(1_000_000_000);
+    let p2_trimmed = hdtune_write(&mut sim, cap)?;
+    Ok(Protocols {
+        profile: p.name.clone(),
+        p1_fresh_mb_s: mb(&fresh, Dir::Write),
+        p1_random_iops: iops(&r, Dir::Write),
+        p1_used_mb_s: mb(&used, Dir::Write),
+        p2_fresh,
+        p2_used,
+        p2_trimmed,
+    })
+}
+
+fn mean(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        0.0
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    }
+}
+
+fn protocols_text(x: &Protocols) -> String {
+    let curve = |v: &[f64]| {
+        v.iter()
+            .map(|x| format!("{x:.0}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    format!(
+        "  P1: sequential write fresh {:.0} MB/s; 30 min random 4K at {:.0} IOPS; then {:.0} MB/s ({:.2} x fresh)\n  P2 (HD Tune-style write, 32 zones, MB/s): fresh mean {:.0}, after random writes {:.0}, after TRIM {:.0}\n    fresh:   {}\n    used:    {}\n    trimmed: {}\n",
+        x.p1_fresh_mb_s,
+        x.p1_random_iops,
+        x.p1_used_mb_s,
+        if x.p1_fresh_mb_s > 0.0 {
+            x.p1_used_mb_s / x.p1_fresh_mb_s
+        } else {
+            0.0
+        },
+        mean(&x.p2_fresh),
+        mean(&x.p2_used),
+        mean(&x.p2_trimmed),
+        curve(&x.p2_fresh),
+        curve(&x.p2_used),
+        curve(&x.p2_trimmed)
+    )
 }
 
 /// One figure: simulated, published, ratio.
@@ -103,6 +221,10 @@ pub struct Calibration {
     pub rand_read_iops: Figure,
     /// 4 KiB random write, IOPS.
     pub rand_write_iops: Figure,
+    /// Data-reducing drives: the figures above are with compressible data
+    /// (as their spec sheets quote); this is sequential write with
+    /// incompressible data, MB/s.
+    pub seq_write_incompressible_mb_s: Option<f64>,
     /// Where the spec figures come from.
     pub source: String,
 }
@@ -162,10 +284,16 @@ pub fn calibrate(p: &Profile, seed: u64) -> Result<Calibration, SimError> {
     let amount = seq_amount(p);
     let cap = p.geometry.exported_capacity.0;
     let s = format_size(amount);
+    // Spec sheets of data-reducing drives quote compressible data.
+    let data = if p.reduction.enabled {
+        "buffer_compress_percentage=100\n"
+    } else {
+        ""
+    };
     // Sequential write then read back, fresh drive.
     let mut sim = Simulation::new(p, seed);
     let w = sim.run(&job(&format!(
-        "[w]\nrw=write\nbs=128k\niodepth=32\nsize={s}\n"
+        "[w]\nrw=write\nbs=128k\niodepth=32\nsize={s}\n{data}"
     ))?)?;
     sim.idle(1_000_000_000);
     let r = sim.run(&job(&format!(
@@ -180,8 +308,18 @@ pub fn calibrate(p: &Profile, seed: u64) -> Result<Calibration, SimError> {
     let mut sim = Simulation::new(p, seed);
     let n = (cap / 8 / 4096).clamp(4096, 65536);
     let rw = sim.run(&job(&format!(
-        "[rw]\nrw=randwrite\nbs=4k\niodepth=32\nnumber_ios={n}\nnorandommap\n"
+        "[rw]\nrw=randwrite\nbs=4k\niodepth=32\nnumber_ios={n}\nnorandommap\n{data}"
     ))?)?;
+    // And incompressible sequential writes, where the data is reduced.
+    let incompressible = if p.reduction.enabled {
+        let mut sim = Simulation::new(p, seed);
+        let w = sim.run(&job(&format!(
+            "[w]\nrw=write\nbs=128k\niodepth=32\nsize={s}\n"
+        ))?)?;
+        Some(mb(&w, Dir::Write))
+    } else {
+        None
+    };
     let sp = &p.spec;
     Ok(Calibration {
         profile: p.name.clone(),
@@ -190,6 +328,7 @@ pub fn calibrate(p: &Profile, seed: u64) -> Result<Calibration, SimError> {
         seq_write_mb_s: Figure::new(mb(&w, Dir::Write), sp.seq_write_mb_s),
         rand_read_iops: Figure::new(iops(&rr, Dir::Read), sp.rand_read_iops),
         rand_write_iops: Figure::new(iops(&rw, Dir::Write), sp.rand_write_iops),
+        seq_write_incompressible_mb_s: incompressible,
         source: sp.source.clone(),
     })
 }
@@ -297,6 +436,15 @@ pub fn run(args: CalibrateArgs) -> Result<(), CalibrateError> {
         } else {
             out.push_str(&table(&c));
         }
+        if args.protocols {
+            let x = protocols(&p, 1)?;
+            if args.json {
+                json.push(serde_json::to_value(&x).unwrap_or_default());
+            } else {
+                out.push_str(&protocols_text(&x));
+                out.push('\n');
+            }
+        }
         if args.used {
             let u = used_state(&p, args.random_factor, 1)?;
             if args.json {
@@ -361,6 +509,12 @@ pub fn table(c: &Calibration) -> String {
             s,
             "  {what:<26} {:>9.0} {unit}   spec {spec}   ratio {ratio}",
             f.sim
+        );
+    }
+    if let Some(v) = c.seq_write_incompressible_mb_s {
+        let _ = writeln!(
+            s,
+            "  (figures above with compressible data; sequential write with incompressible data: {v:.0} MB/s)"
         );
     }
     if !c.source.is_empty() {
