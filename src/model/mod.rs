@@ -227,6 +227,7 @@ mod geo;
 mod hybrid;
 mod invariants;
 mod packed;
+pub mod payload;
 mod persist;
 mod precondition;
 mod query;
