@@ -116,5 +116,94 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+/// Random 4 KiB writes at QD 32 through the model API on a preconditioned
+/// 4 GiB drive of each mapping policy / period mechanism: page mapping
+/// (`sata-mlc-2011`), hybrid log-block mapping (`solidata-k5-64`), data
+/// reduction (`ocz-vertex3-120`, 50 % compressible data) and an SLC cache
+/// (`nvme-tlc-slc-cache`).
+fn per_policy(c: &mut Criterion) {
+    let mut g = c.benchmark_group("policy_randwrite_4k_qd32");
+    g.sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(5))
+        .throughput(Throughput::Elements(1));
+    for (name, profile, payload) in [
+        ("page", "sata-mlc-2011", Payload::Unknown),
+        ("hybrid", "solidata-k5-64", Payload::Unknown),
+        (
+            "reduction",
+            "ocz-vertex3-120",
+            Payload::Compressible { percent: 50 },
+        ),
+        ("slc_cache", "nvme-tlc-slc-cache", Payload::Unknown),
+    ] {
+        let p = Profile::load_with_capacity(profile, Some(CAP)).unwrap();
+        let mut ssd = Ssd::new(&p, 1);
+        let mut t = ssd.precondition(0, &Precondition::FillSequential { bs: 128 << 10 }, 1);
+        t = ssd.precondition(
+            t,
+            &Precondition::Random {
+                bs: 4096,
+                amount: CAP / 2,
+            },
+            2,
+        );
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let blocks = CAP / 4096;
+        let mut inflight: BinaryHeap<Reverse<u64>> = (0..32).map(|_| Reverse(t)).collect();
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    let Reverse(free_at) = inflight.pop().unwrap();
+                    t = t.max(free_at);
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let req = Request {
+                        op: Op::Write,
+                        offset: (x % blocks) * 4096,
+                        len: 4096,
+                        payload,
+                    };
+                    let c = ssd.submit(t, black_box(&req)).unwrap();
+                    inflight.push(Reverse(c.done_ns));
+                }
+                start.elapsed()
+            })
+        });
+    }
+    g.finish();
+}
+
+/// The daemon's payload estimate for data-reducing drives: a 128 KiB
+/// write's sample (4 KiB at its start, 4 KiB in its middle) through LZ4.
+fn payload_estimate(c: &mut Criterion) {
+    let mut g = c.benchmark_group("payload_estimate");
+    g.sample_size(20).measurement_time(Duration::from_secs(3));
+    let mut x: u64 = 1;
+    let random: Vec<u8> = (0..8192)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    let text: Vec<u8> = b"vssd estimates compressibility per request "
+        .iter()
+        .cycle()
+        .take(8192)
+        .copied()
+        .collect();
+    g.bench_function("random_8k_sample", |b| {
+        b.iter(|| vssd::model::payload::estimate(black_box(&random)))
+    });
+    g.bench_function("text_8k_sample", |b| {
+        b.iter(|| vssd::model::payload::estimate(black_box(&text)))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench, per_policy, payload_estimate);
 criterion_main!(benches);

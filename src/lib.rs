@@ -12,6 +12,7 @@
 //! - [`profile`]: TOML drive profiles and built-in presets;
 //! - [`cli_out`], [`size`]: how commands write to stdout and end; size strings.
 
+pub mod calibrate;
 pub mod cli_out;
 pub mod ctl;
 pub mod device;

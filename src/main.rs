@@ -43,6 +43,8 @@ enum Cmd {
     Surface(vssd::kit::bench::surface::SurfaceArgs),
     /// Run fio job files against the drive model in virtual time.
     Sim(vssd::sim::SimArgs),
+    /// Compare a profile's simulated figures with its published spec sheet.
+    Calibrate(vssd::calibrate::CalibrateArgs),
 }
 
 #[derive(Subcommand)]
@@ -134,6 +136,7 @@ fn main() -> ExitCode {
     let r: Result<(), Box<dyn std::error::Error>> = match cli.cmd {
         Cmd::Profiles { what } => profiles(what),
         Cmd::Sim(args) => vssd::sim::run(args).map_err(Into::into),
+        Cmd::Calibrate(args) => vssd::calibrate::run(args).map_err(Into::into),
         #[cfg(feature = "kit")]
         Cmd::Bench(a) => vssd::kit::bench::run(a).map_err(Into::into),
         #[cfg(feature = "kit")]

@@ -129,14 +129,17 @@ fn s2_used_drive_is_slow_then_recovers() {
         first_half / MB,
         second_half / MB
     );
+    // (0.3: since --capacity keeps the usable spare area, the 4 GiB drive
+    // behaves like the full-size one, whose first seconds include the
+    // write buffer filling at link speed.)
     assert!(
-        first3 < 0.25 * fresh,
+        first3 < 0.3 * fresh,
         "first seconds {:.1} MB/s are not well below fresh {:.1} MB/s",
         first3 / MB,
         fresh / MB
     );
     assert!(
-        second_half > first_half && last_tenth > 3.0 * first_tenth,
+        second_half > first_half && last_tenth > 2.0 * first_tenth,
         "bandwidth does not rise toward fresh through the pass: tenths {:.1} -> {:.1} MB/s",
         first_tenth / MB,
         last_tenth / MB

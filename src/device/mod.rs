@@ -351,7 +351,7 @@ impl Device {
     /// Submit requests to the model at one instant; the completion is that
     /// of the last to finish (daemon clock).
     fn submit(&self, p: &Pending, op: Op, ranges: &[(u64, u64)]) -> Result<u64, DeviceError> {
-        self.submit_with(p, op, ranges, |_, _, _, _| {})
+        self.submit_with(p, op, ranges, Payload::Unknown, |_, _, _, _| {})
     }
 
     /// [`Self::submit`], calling `before(ssd, model_now, offset, len)` under
@@ -361,6 +361,7 @@ impl Device {
         p: &Pending,
         op: Op,
         ranges: &[(u64, u64)],
+        payload: Payload,
         mut before: impl FnMut(&Ssd, u64, u64, u64),
     ) -> Result<u64, DeviceError> {
         if let Some(why) = self.stopped() {
@@ -380,7 +381,7 @@ impl Device {
                     op,
                     offset,
                     len,
-                    payload: Payload::Unknown,
+                    payload,
                 },
             );
             match r {
@@ -453,8 +454,14 @@ impl Device {
     ) -> Pending {
         let len = bufs.iter().map(|b| b.len() as u64).sum();
         let p = self.begin(conn, OpKind::Write, len);
+        // A data-reducing drive needs to know how compressible the data is.
+        let payload = if self.profile.reduction.enabled {
+            sample_payload(bufs, len)
+        } else {
+            Payload::Unknown
+        };
         let r = self
-            .submit(&p, Op::Write, &[(offset, len)])
+            .submit_with(&p, Op::Write, &[(offset, len)], payload, |_, _, _, _| {})
             .and_then(|due| {
                 self.store.write(offset, bufs).map_err(DeviceError::Io)?;
                 if fua {
@@ -503,14 +510,20 @@ impl Device {
     ) -> Result<u64, DeviceError> {
         let mut outcome = TrimOutcome::default();
         let mut model_ns = 0;
-        let due = self.submit_with(p, op, ranges, |ssd, model_now, offset, len| {
-            model_ns = model_now;
-            if unmap {
-                let (mapped, unmapped) = ssd.unit_census(offset, len);
-                outcome.freed_bytes += mapped * ssd.unit_bytes();
-                outcome.already_unmapped_bytes += unmapped * ssd.unit_bytes();
-            }
-        })?;
+        let due = self.submit_with(
+            p,
+            op,
+            ranges,
+            Payload::Unknown,
+            |ssd, model_now, offset, len| {
+                model_ns = model_now;
+                if unmap {
+                    let (mapped, unmapped) = ssd.unit_census(offset, len);
+                    outcome.freed_bytes += mapped * ssd.unit_bytes();
+                    outcome.already_unmapped_bytes += unmapped * ssd.unit_bytes();
+                }
+            },
+        )?;
         self.trim_log.push(TrimRecord {
             seq: 0,
             model_ns,
@@ -718,6 +731,34 @@ impl Device {
         self.store.sync().map_err(DeviceError::Io)?;
         self.save_state()
     }
+}
+
+/// How compressible the data in `bufs` (`len` bytes) is: a bounded sample
+/// of it through [`crate::model::payload::estimate`].
+fn sample_payload(bufs: &[VolatileSlice<'_>], len: u64) -> Payload {
+    let mut sample = [0u8; 2 * crate::model::payload::SAMPLE_BYTES];
+    let mut n = 0;
+    for (at, want) in crate::model::payload::sample_ranges(len) {
+        let (mut at, mut want) = (at, want);
+        for b in bufs {
+            let blen = b.len() as u64;
+            if want == 0 {
+                break;
+            }
+            if at >= blen {
+                at -= blen;
+                continue;
+            }
+            let k = want.min((blen - at) as usize);
+            match b.subslice(at as usize, k) {
+                Ok(s) => n += s.copy_to(&mut sample[n..n + k]),
+                Err(_) => return Payload::Unknown,
+            }
+            want -= k;
+            at = 0;
+        }
+    }
+    crate::model::payload::estimate(&sample[..n])
 }
 
 #[cfg(test)]

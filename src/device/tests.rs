@@ -90,3 +90,30 @@ fn state_files_are_private_and_a_failed_save_leaves_no_temp_file() {
     .unwrap();
     assert!(dev.save_state().is_err());
 }
+
+#[test]
+fn the_payload_sample_spans_buffers() {
+    let mut a = vec![0u8; 3000];
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let mut b: Vec<u8> = (0..20000)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    let bufs = [
+        VolatileSlice::from(&mut a[..]),
+        VolatileSlice::from(&mut b[..]),
+    ];
+    // 3000 zeroes then random bytes: the sample (4 KiB at the start, 4
+    // KiB in the middle) is about a third zeroes.
+    match sample_payload(&bufs, 23000) {
+        Payload::Compressible { percent } => assert!((20..60).contains(&percent), "{percent}"),
+        p => panic!("{p:?}"),
+    }
+    let mut z = vec![0u8; 8192];
+    let zb = [VolatileSlice::from(&mut z[..])];
+    assert_eq!(sample_payload(&zb, 8192), Payload::Zeroes);
+}

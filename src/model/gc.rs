@@ -6,6 +6,7 @@
 use super::ssd::{BlockState, NONE, Ssd};
 use super::write_point::Stream;
 use crate::profile::GcPolicy;
+use crate::profile::SlcMode;
 
 impl Ssd {
     // ------------------------------------------------ valid-count buckets
@@ -84,8 +85,40 @@ impl Ssd {
         let Some(b) = self.free[die].pop_front() else {
             return false; // unreachable: two or more blocks checked above
         };
+        if !self.slc_mode.is_empty() && self.slc_free_units() >= self.slc_block_units() {
+            // The SLC cache has room: this host block runs in SLC mode.
+            self.slc_mode[b as usize] = true;
+            self.slc_blocks += 1;
+        }
         self.open_block(Stream::Host, die, b, now);
         true
+    }
+
+    /// Units an SLC-mode block holds.
+    #[inline]
+    pub(super) fn slc_block_units(&self) -> u64 {
+        (self.geo.units_per_block / self.geo.slc_bits) as u64
+    }
+
+    /// Host units the SLC cache can take now (0 without a cache). A static
+    /// cache has its fixed size; a dynamic one also at most what the NAND
+    /// not holding mapped data (less the GC reserve) can hold in SLC mode.
+    pub(crate) fn slc_free_units(&self) -> u64 {
+        let size = match self.geo.slc {
+            SlcMode::Off => return 0,
+            SlcMode::Static => self.geo.slc_units,
+            SlcMode::Dynamic => {
+                let reserve = self.geo.dies as u64
+                    * (self.geo.fg_threshold as u64 + 2)
+                    * self.geo.units_per_block as u64;
+                let room = self
+                    .geo
+                    .physical_units
+                    .saturating_sub(self.mapped_units + reserve);
+                self.geo.slc_units.min(room / self.geo.slc_bits as u64)
+            }
+        };
+        size.saturating_sub(self.slc_blocks * self.slc_block_units())
     }
 
     /// Make sure the GC write point of `die` has an open block; false if it
@@ -104,7 +137,19 @@ impl Ssd {
 
     /// Erase block `b` of `die` starting at `start` and return it to the pool.
     pub(super) fn erase_block(&mut self, die: usize, b: u32, start: u64) {
-        self.die_busy[die] = start + self.geo.t_erase;
+        let t_erase = if self.geo.erase_growth > 0.0 {
+            self.wear_scaled(self.geo.t_erase, self.geo.erase_growth, b)
+        } else {
+            self.geo.t_erase
+        };
+        self.die_busy[die] = start + t_erase;
+        if !self.slc_mode.is_empty() && self.slc_mode[b as usize] {
+            self.slc_mode[b as usize] = false;
+            self.slc_blocks -= 1;
+        }
+        if !self.bcap.is_empty() {
+            self.bcap[b as usize] = 0;
+        }
         self.erase_count[b as usize] += 1;
         self.raw.erases += 1;
         self.state[b as usize] = BlockState::Free as u8;
@@ -117,6 +162,9 @@ impl Ssd {
     /// one invalid unit.
     fn select_victim(&self, die: usize, now: u64) -> Option<u32> {
         let upb = self.geo.units_per_block as usize;
+        if !self.bcap.is_empty() {
+            return self.select_victim_reduced(die, now);
+        }
         match self.geo.policy {
             GcPolicy::Greedy => (0..upb).map(|v| self.heads[die][v]).find(|&h| h != NONE),
             GcPolicy::CostBenefit => {
@@ -145,6 +193,42 @@ impl Ssd {
         }
     }
 
+    /// [`Self::select_victim`] with data reduction: blocks hold different
+    /// numbers of units (`bcap`), so a block is a candidate only if some of
+    /// its slots are invalid, and its valid fraction is over its own slots.
+    fn select_victim_reduced(&self, die: usize, now: u64) -> Option<u32> {
+        let upb = self.geo.units_per_block as usize;
+        let mut best: Option<(f64, u32)> = None;
+        for v in 0..upb {
+            let mut b = self.heads[die][v];
+            while b != NONE {
+                let cap = self.bcap[b as usize] as usize;
+                if v < cap {
+                    let u = v as f64 / cap as f64;
+                    let score = match self.geo.policy {
+                        GcPolicy::Greedy => 1.0 - u,
+                        GcPolicy::CostBenefit => {
+                            let age = now.saturating_sub(self.last_write[b as usize]) as f64 + 1.0;
+                            if v == 0 {
+                                f64::INFINITY
+                            } else {
+                                age * (1.0 - u) / (2.0 * u)
+                            }
+                        }
+                    };
+                    if best.is_none_or(|(s, _)| score > s) {
+                        best = Some((score, b));
+                    }
+                    if self.geo.policy == GcPolicy::Greedy && v == 0 {
+                        return best.map(|(_, b)| b);
+                    }
+                }
+                b = self.bnext[b as usize];
+            }
+        }
+        best.map(|(_, b)| b)
+    }
+
     /// Pick the die's next GC victim and make it the collection in
     /// progress. False if there is none, or no room to copy its valid units.
     fn start_victim(&mut self, die: usize, t: u64, foreground: bool) -> bool {
@@ -155,9 +239,20 @@ impl Ssd {
         if need as u64 > self.wp_room(Stream::Gc, die) && self.free[die].is_empty() {
             return false;
         }
+        self.begin_victim(die, victim, foreground);
+        true
+    }
+
+    /// Make full block `victim` of `die` the collection in progress.
+    fn begin_victim(&mut self, die: usize, victim: u32, foreground: bool) {
+        let need = self.valid[victim as usize];
         self.bucket_remove(victim);
         self.state[victim as usize] = BlockState::Victim as u8;
-        let upb = self.geo.units_per_block as f64;
+        let upb = if self.bcap.is_empty() {
+            self.geo.units_per_block as f64
+        } else {
+            self.bcap[victim as usize].max(need + 1) as f64
+        };
         self.gc_ratio[die] = need as f64 / (upb - need as f64);
         if foreground {
             self.raw.fg_gc_victims += 1;
@@ -165,7 +260,6 @@ impl Ssd {
             self.raw.bg_gc_victims += 1;
         }
         self.gc_cur[die] = Some((victim, 0));
-        true
     }
 
     // --------------------------------------------------------------- steps
@@ -239,6 +333,9 @@ impl Ssd {
                 // ensure_gc_block just made sure the GC write point is open.
                 self.place_on(Stream::Gc, die, lpn, ready);
                 self.raw.gc_copies += 1;
+                if !self.slc_mode.is_empty() && self.slc_mode[victim as usize] {
+                    self.raw.slc_units_folded += 1;
+                }
             }
             next += n;
         }
@@ -290,6 +387,10 @@ impl Ssd {
     /// delay host I/O. This is why a trimmed drive is soon back to fresh-like
     /// speed even without a long idle period.
     pub(super) fn erase_in_gaps(&mut self, now: u64) {
+        if self.hy.is_some() {
+            self.hy_idle(now);
+            return;
+        }
         if self.empty_full == 0 {
             return;
         }
@@ -311,7 +412,7 @@ impl Ssd {
     /// blocks holding no valid data, and run GC on each die until it has
     /// `bg_target_blocks` free, all within the idle gap.
     pub(super) fn background(&mut self, now: u64) {
-        if self.geo.bg_idle_ns == 0 {
+        if self.geo.bg_idle_ns == 0 || self.hy.is_some() {
             return;
         }
         let idle_start = self.last_host_done + self.geo.bg_idle_ns;
@@ -332,8 +433,45 @@ impl Ssd {
                 }
             }
         }
+        if !self.slc_mode.is_empty() {
+            self.fold_slc_idle(idle_start, now);
+        }
         // The idle gap is used up; the next one starts after new host I/O.
         self.last_host_done = self.last_host_done.max(now - self.geo.bg_idle_ns);
+    }
+}
+
+impl Ssd {
+    /// Idle time recovers the SLC cache: full SLC-mode blocks are folded
+    /// (their valid units copied into native blocks by GC, at the native
+    /// program time) and erased, within the idle gap `idle_start..now`.
+    fn fold_slc_idle(&mut self, idle_start: u64, now: u64) {
+        for die in 0..self.geo.dies as usize {
+            let b0 = die as u32 * self.geo.blocks_per_die;
+            let mut guard = self.geo.blocks_per_die;
+            while guard > 0 {
+                guard -= 1;
+                let t = idle_start.max(self.die_busy[die]);
+                if t >= now {
+                    break;
+                }
+                if self.gc_cur[die].is_none() {
+                    let next = (b0..b0 + self.geo.blocks_per_die).find(|&b| {
+                        self.slc_mode[b as usize]
+                            && self.state[b as usize] == BlockState::Full as u8
+                    });
+                    let Some(b) = next else { break };
+                    let need = self.valid[b as usize] as u64;
+                    if need > self.wp_room(Stream::Gc, die) && self.free[die].is_empty() {
+                        break;
+                    }
+                    self.begin_victim(die, b, false);
+                }
+                if !self.gc_one(die, t, false) {
+                    break;
+                }
+            }
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 //! model's own units (units, dpages, blocks; ns), so the hot paths do no
 //! profile lookups or unit conversions.
 
-use crate::profile::{GcPolicy, Profile};
+use crate::profile::{GcPolicy, MappingPolicy, Profile, SlcMode};
 
 /// Derived geometry and timing constants.
 #[derive(Debug, Clone)]
@@ -28,6 +28,8 @@ pub(crate) struct Geo {
     chan_ns_per_byte: f64,
     link_ns_per_byte: f64,
     pub(crate) cmd_ns: u64,
+    pub(crate) cmd_read_ns: u64,
+    pub(crate) cmd_write_ns: u64,
     pub(crate) trim_ns_per_unit: u64,
     pub(crate) queue_depth: usize,
     pub(crate) buffer_units: u64,
@@ -35,13 +37,47 @@ pub(crate) struct Geo {
     pub(crate) bg_target: u32,
     pub(crate) bg_idle_ns: u64,
     pub(crate) policy: GcPolicy,
+    // ------------------------------------------------ period mechanisms
+    /// TRIM is non-queued (SATA DSM before 3.1): drains the queue, blocks.
+    pub(crate) trim_non_queued: bool,
+    /// The profile has a `[trim]` section: TRIM costs per command, range
+    /// and freed unit, and drops trimmed data from the write buffer.
+    /// Without one, TRIM keeps its earlier flat per-unit cost.
+    pub(crate) trim_model: bool,
+    pub(crate) trim_cmd_ns: u64,
+    pub(crate) trim_range_ns: u64,
+    pub(crate) trim_freed_ns: u64,
+    /// Wear: rated P/E cycles (0 = off) and latency growth at them.
+    pub(crate) rated_pe: u32,
+    pub(crate) prog_growth: f64,
+    pub(crate) erase_growth: f64,
+    /// Data reduction: the reverse map holds `vx` slots per physical unit
+    /// (1 = no reduction); a NAND page holds `upd_phys` units' worth.
+    pub(crate) vx: u32,
+    pub(crate) upd_phys: u32,
+    pub(crate) min_fraction: f64,
+    /// SLC cache: mode, SLC-mode program time, bits per native cell, and
+    /// the most host units the cache holds.
+    pub(crate) slc: SlcMode,
+    pub(crate) t_prog_slc: u64,
+    pub(crate) slc_bits: u32,
+    pub(crate) slc_units: u64,
+    /// Hybrid mapping.
+    pub(crate) hybrid: bool,
+    pub(crate) log_assoc: u32,
+    pub(crate) max_log_blocks: u32,
 }
 
 impl Geo {
     pub(crate) fn new(p: &Profile) -> Geo {
         let g = &p.geometry;
         let dies = g.channels * g.dies_per_channel;
-        let units_per_page = (g.page_size.0 / g.mapping_unit.0) as u32;
+        let vx = if p.reduction.enabled {
+            p.reduction.max_ratio.max(1)
+        } else {
+            1
+        };
+        let units_per_page = (g.page_size.0 / g.mapping_unit.0) as u32 * vx;
         let units_per_dpage = units_per_page * g.planes_per_die;
         let units_per_block = units_per_dpage * g.pages_per_block;
         let blocks_per_die = g.blocks_per_plane;
@@ -75,6 +111,14 @@ impl Geo {
             chan_ns_per_byte: per_byte(p.nand.channel_mb_s),
             link_ns_per_byte: if link.is_finite() { 1e9 / link } else { 0.0 },
             cmd_ns: p.host.command_overhead_ns,
+            cmd_read_ns: match p.host.read_command_ns {
+                0 => p.host.command_overhead_ns,
+                v => v,
+            },
+            cmd_write_ns: match p.host.write_command_ns {
+                0 => p.host.command_overhead_ns,
+                v => v,
+            },
             trim_ns_per_unit: p.host.trim_ns_per_unit,
             queue_depth: p.host.queue_depth as usize,
             buffer_units: p.buffer.size.0 / g.mapping_unit.0,
@@ -82,6 +126,24 @@ impl Geo {
             bg_target: p.gc.bg_target_blocks,
             bg_idle_ns: (p.gc.bg_idle_ms * 1e6).round() as u64,
             policy: p.gc.policy,
+            trim_non_queued: p.host.interface.is_sata() && p.trim.non_queued,
+            trim_model: p.trim != crate::profile::Trim::default(),
+            trim_cmd_ns: p.trim.command_ns,
+            trim_range_ns: p.trim.range_ns,
+            trim_freed_ns: p.trim.freed_unit_ns,
+            rated_pe: p.wear.rated_pe_cycles,
+            prog_growth: p.wear.prog_growth,
+            erase_growth: p.wear.erase_growth,
+            vx,
+            upd_phys: units_per_dpage / vx,
+            min_fraction: p.reduction.min_fraction,
+            slc: p.slc_cache.mode,
+            t_prog_slc: us(p.slc_cache.t_prog_us),
+            slc_bits: p.slc_cache.bits_per_cell.max(1),
+            slc_units: p.slc_cache.size.0 / g.mapping_unit.0,
+            hybrid: p.mapping.policy == MappingPolicy::Hybrid,
+            log_assoc: p.mapping.log_associativity.max(1),
+            max_log_blocks: p.mapping.max_log_blocks,
         }
     }
 

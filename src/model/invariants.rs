@@ -14,7 +14,35 @@ impl Ssd {
     pub fn check_invariants(&self) -> Result<(), String> {
         self.check_shapes()?;
         self.check_mapping()?;
-        self.check_blocks()
+        self.check_blocks()?;
+        self.check_period()
+    }
+
+    /// The period mechanisms' state: hybrid structures, SLC and reduction
+    /// per-block tables.
+    pub(super) fn check_period(&self) -> Result<(), String> {
+        self.hy_check()?;
+        if !self.slc_mode.is_empty() {
+            let n = self.slc_mode.iter().filter(|&&m| m).count() as u64;
+            if n != self.slc_blocks {
+                return Err(format!(
+                    "{n} blocks in SLC mode, counter {}",
+                    self.slc_blocks
+                ));
+            }
+            if let Some(b) = (0..self.slc_mode.len())
+                .find(|&b| self.slc_mode[b] && self.state[b] == BlockState::Free as u8)
+            {
+                return Err(format!("free block {b} marked SLC"));
+            }
+        }
+        if !self.bcap.is_empty()
+            && let Some(b) = (0..self.bcap.len())
+                .find(|&b| self.state[b] == BlockState::Full as u8 && self.valid[b] > self.bcap[b])
+        {
+            return Err(format!("block {b}: more valid units than slots it took"));
+        }
+        Ok(())
     }
 
     /// Every table has the geometry's size.
@@ -222,12 +250,17 @@ impl Ssd {
                 ));
             }
         }
-        if free + open + states(BlockState::Full) + in_progress != self.valid.len() {
+        let mapped_blocks = states(BlockState::Mapped);
+        if mapped_blocks > 0 && self.hy.is_none() {
+            return Err("hybrid-mapped blocks in a page-mapped drive".into());
+        }
+        if free + open + states(BlockState::Full) + in_progress + mapped_blocks != self.valid.len()
+        {
             return Err("free + open + full != total blocks".into());
         }
         let r = &self.raw;
         let open_units: u64 = self.wps.iter().flatten().map(|wp| wp.slot as u64).sum();
-        let prog_units = r.nand_bytes_programmed / g.unit_bytes + open_units;
+        let prog_units = r.nand_bytes_programmed / g.unit_bytes * g.vx as u64 + open_units;
         if prog_units < mapped {
             return Err(format!(
                 "{mapped} units mapped but only {prog_units} programmed or buffered"

@@ -154,6 +154,46 @@ pub struct Counters {
     pub erase_count_avg: f64,
     /// Highest erase count of any block.
     pub erase_count_max: u32,
+    // The period mechanisms' counters are left out of JSON while zero (a
+    // drive without the mechanism never moves them), so existing outputs
+    // stay byte-identical.
+    /// Host bytes after data reduction (`[reduction]`): what the host wrote,
+    /// as compressed before it reaches NAND.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub host_reduced_bytes: u64,
+    /// Mapping units TRIMmed while still in the write buffer (dropped, never
+    /// programmed).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub trim_dropped_units: u64,
+    /// Hybrid mapping: switch merges (a log block becomes the data block).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub merges_switch: u64,
+    /// Hybrid mapping: partial merges (the rest copied into a sequential log block).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub merges_partial: u64,
+    /// Hybrid mapping: full merges (a logical block rewritten into a new block).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub merges_full: u64,
+    /// Hybrid mapping: units copied by merges.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub merge_copies: u64,
+    /// SLC cache: host units written in SLC mode.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub slc_units_written: u64,
+    /// SLC cache: units folded from SLC-mode blocks into native blocks.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub slc_units_folded: u64,
+    /// SLC cache: host units it can take now.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub slc_free_units: u64,
+    /// Wear (`[wear]` with rated cycles): SMART-like "percentage used",
+    /// mean erase count over the rated P/E cycles × 100 (may exceed 100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wear_percent_used: Option<f64>,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 /// A data-free way to age the drive in model time (`vssd ctl precondition`).
@@ -184,13 +224,17 @@ pub use ssd::Ssd;
 
 mod gc;
 mod geo;
+mod hybrid;
 mod invariants;
 mod packed;
+pub mod payload;
 mod persist;
 mod precondition;
 mod query;
 mod timeline;
 mod write_point;
 
+#[cfg(test)]
+mod period_tests;
 #[cfg(test)]
 mod proptests;

@@ -15,6 +15,19 @@ pub(super) fn tiny(
     policy: &str,
     bg_idle_ms: f64,
 ) -> Profile {
+    tiny_with(page, unit, planes, buffer, policy, bg_idle_ms, "")
+}
+
+/// [`tiny`] with extra TOML sections (the period mechanisms).
+pub(super) fn tiny_with(
+    page: &str,
+    unit: &str,
+    planes: u32,
+    buffer: &str,
+    policy: &str,
+    bg_idle_ms: f64,
+    extra: &str,
+) -> Profile {
     let text = format!(
         r#"
 name = "tiny"
@@ -44,6 +57,7 @@ policy = "{policy}"
 fg_threshold_blocks = 2
 bg_idle_ms = {bg_idle_ms}
 bg_target_blocks = 3
+{extra}
 "#,
         // 4 dies x 12 blocks; export 6 blocks' worth per die (50 % OP is
         // not the point: the reserve check needs fg_threshold + 2 per die).
@@ -57,7 +71,8 @@ bg_target_blocks = 3
 
 #[derive(Debug, Clone)]
 enum Step {
-    Write(u64, u64),
+    /// Offset, length, compressibility (percent; above 100: unknown).
+    Write(u64, u64, u8),
     Trim(u64, u64),
     Read(u64, u64),
     Flush,
@@ -67,7 +82,7 @@ enum Step {
 fn steps(cap_sectors: u64) -> impl Strategy<Value = Vec<Step>> {
     let range = (0..cap_sectors).prop_flat_map(move |s| (Just(s), 1..=(cap_sectors - s).min(64)));
     let step = prop_oneof![
-        6 => range.clone().prop_map(|(s, n)| Step::Write(s * 512, n * 512)),
+        6 => (range.clone(), 0u8..=110).prop_map(|((s, n), c)| Step::Write(s * 512, n * 512, c)),
         2 => range.clone().prop_map(|(s, n)| Step::Trim(s * 512, n * 512)),
         2 => range.prop_map(|(s, n)| Step::Read(s * 512, n * 512)),
         1 => Just(Step::Flush),
@@ -84,12 +99,16 @@ fn run(p: &Profile, ops: &[Step]) -> Result<(), TestCaseError> {
     let (mut now, mut written, mut trimmed, mut read) = (0u64, 0u64, 0u64, 0u64);
     for op in ops {
         let (req, _l) = match *op {
-            Step::Write(o, l) => (
+            Step::Write(o, l, c) => (
                 Request {
                     op: Op::Write,
                     offset: o,
                     len: l,
-                    payload: Payload::Unknown,
+                    payload: match c {
+                        0..=100 => Payload::Compressible { percent: c },
+                        101..=105 => Payload::Zeroes,
+                        _ => Payload::Unknown,
+                    },
                 },
                 l,
             ),
@@ -131,7 +150,7 @@ fn run(p: &Profile, ops: &[Step]) -> Result<(), TestCaseError> {
         prop_assert!(c.done_ns >= c.submit_ns);
         now += 1000;
         match *op {
-            Step::Write(o, l) => {
+            Step::Write(o, l, _) => {
                 written += l;
                 for u in o / unit..(o + l).div_ceil(unit) {
                     shadow[u as usize] = true;
@@ -166,7 +185,10 @@ fn run(p: &Profile, ops: &[Step]) -> Result<(), TestCaseError> {
         c.total_blocks
     );
     let in_progress = ssd.gc_cur.iter().flatten().count() as u64;
-    prop_assert_eq!(c.gc_victims, c.erases + in_progress);
+    if ssd.hy.is_none() {
+        prop_assert_eq!(c.gc_victims, c.erases + in_progress);
+    }
+    prop_assert!(c.host_reduced_bytes <= c.host_written_bytes);
     prop_assert!(c.nand_bytes_programmed >= c.gc_copies * unit);
     // Whatever the state, a save loads back to the same FTL.
     let mut buf = Vec::new();
@@ -193,10 +215,58 @@ proptest! {
     }
 
     #[test]
+    fn hybrid_bast_buffered(ops in steps(4 * 6 * 4 * 2 * 2)) {
+        run(&tiny_with("4KiB", "4KiB", 2, "64KiB", "greedy", 1.0, HYBRID_BAST), &ops)?;
+    }
+
+    #[test]
+    fn hybrid_write_combining_unbuffered_subpage(ops in steps(4 * 6 * 4 * 16)) {
+        run(&tiny_with("8KiB", "4KiB", 1, "0", "greedy", 0.0, HYBRID_FAST), &ops)?;
+    }
+
+    #[test]
+    fn hybrid_few_log_blocks(ops in steps(4 * 6 * 4 * 8)) {
+        run(&tiny_with("4KiB", "4KiB", 1, "0", "greedy", 0.0, HYBRID_JMICRON), &ops)?;
+    }
+
+    #[test]
+    fn reduction_greedy(ops in steps(4 * 6 * 4 * 2 * 16)) {
+        run(&tiny_with("8KiB", "4KiB", 2, "128KiB", "greedy", 2.0, REDUCTION), &ops)?;
+    }
+
+    #[test]
+    fn reduction_cost_benefit(ops in steps(4 * 6 * 4 * 8)) {
+        run(&tiny_with("4KiB", "4KiB", 1, "0", "cost-benefit", 0.0, REDUCTION), &ops)?;
+    }
+
+    #[test]
+    fn slc_cache_static_and_dynamic(ops in steps(4 * 6 * 4 * 8), dynamic in any::<bool>()) {
+        let extra = if dynamic { SLC_DYNAMIC } else { SLC_STATIC };
+        run(&tiny_with("4KiB", "4KiB", 1, "32KiB", "greedy", 1.0, extra), &ops)?;
+    }
+
+    #[test]
+    fn trim_model_and_wear(ops in steps(4 * 6 * 4 * 8)) {
+        run(&tiny_with("4KiB", "4KiB", 1, "32KiB", "greedy", 1.0, TRIM_WEAR), &ops)?;
+    }
+
+    #[test]
     fn greedy_512_byte_units_two_planes(ops in steps(4 * 6 * 4 * 2 * 4)) {
         run(&tiny("2KiB", "512", 2, "32KiB", "greedy", 1.0), &ops)?;
     }
 }
+
+pub(super) const HYBRID_BAST: &str = "[mapping]\npolicy = \"hybrid\"\nlog_associativity = 1\n";
+pub(super) const HYBRID_FAST: &str = "[mapping]\npolicy = \"hybrid\"\nlog_associativity = 8\n";
+pub(super) const HYBRID_JMICRON: &str =
+    "[mapping]\npolicy = \"hybrid\"\nlog_associativity = 1\nmax_log_blocks = 1\n";
+pub(super) const REDUCTION: &str =
+    "[reduction]\nenabled = true\nmax_ratio = 2\nmin_fraction = 0.02\n";
+pub(super) const SLC_STATIC: &str =
+    "[slc_cache]\nmode = \"static\"\nsize = \"16KiB\"\nt_prog_us = 20.0\nbits_per_cell = 2\n";
+pub(super) const SLC_DYNAMIC: &str =
+    "[slc_cache]\nmode = \"dynamic\"\nsize = \"64KiB\"\nt_prog_us = 20.0\nbits_per_cell = 2\n";
+pub(super) const TRIM_WEAR: &str = "[trim]\nnon_queued = true\ncommand_ns = 5000\nrange_ns = 1000\nfreed_unit_ns = 10\n[wear]\nrated_pe_cycles = 10\nprog_growth = 0.5\nerase_growth = 0.5\n";
 
 #[test]
 fn persistence_roundtrip_after_random_ops() {

@@ -17,6 +17,7 @@ use super::packed::PackedVec;
 use super::timeline::Channel;
 use super::write_point::{Stream, WritePoint};
 use super::*;
+use crate::profile::SlcMode;
 
 pub(crate) const NONE: u32 = u32::MAX;
 
@@ -28,6 +29,8 @@ pub(crate) enum BlockState {
     Open = 1,
     Full = 2,
     Victim = 3,
+    /// Hybrid mapping: part of a data or log superblock.
+    Mapped = 4,
 }
 
 impl BlockState {
@@ -37,6 +40,7 @@ impl BlockState {
             1 => BlockState::Open,
             2 => BlockState::Full,
             3 => BlockState::Victim,
+            4 => BlockState::Mapped,
             _ => return None,
         })
     }
@@ -61,6 +65,14 @@ pub(crate) struct Raw {
     pub(crate) bg_gc_victims: u64,
     pub(crate) rmw_reads: u64,
     pub(crate) buffer_stall_ns: u64,
+    pub(crate) host_reduced_bytes: u64,
+    pub(crate) trim_dropped_units: u64,
+    pub(crate) merges_switch: u64,
+    pub(crate) merges_partial: u64,
+    pub(crate) merges_full: u64,
+    pub(crate) merge_copies: u64,
+    pub(crate) slc_units_written: u64,
+    pub(crate) slc_units_folded: u64,
 }
 
 /// An FTL invariant found broken part-way through a request (see
@@ -128,6 +140,24 @@ pub struct Ssd {
     /// Set when the model found its state broken ([`ModelError::Internal`]):
     /// every later request is refused and the state is not saved.
     pub(super) damaged: Option<&'static str>,
+    // ------------------------------------------------ period mechanisms
+    /// No command starts before this (a non-queued TRIM in progress).
+    pub(super) barrier: u64,
+    /// Data reduction: per logical unit, its compressed size in 1/256 of
+    /// a unit, minus 1 (empty without reduction).
+    pub(super) csize: Vec<u8>,
+    /// Data reduction: per block, the slots it took when it was closed
+    /// (empty without reduction).
+    pub(super) bcap: Vec<u32>,
+    /// Compressed size (1/256 of a unit, 1..=256) of the units of the
+    /// write being placed.
+    pub(super) cur_csize: u32,
+    /// SLC cache: per block, whether it is (being) written in SLC mode
+    /// (empty without a cache), and how many are.
+    pub(super) slc_mode: Vec<bool>,
+    pub(super) slc_blocks: u64,
+    /// Hybrid log-block mapping state (None for page mapping).
+    pub(super) hy: Option<Box<super::hybrid::Hybrid>>,
 }
 
 impl Ssd {
@@ -170,6 +200,25 @@ impl Ssd {
             gc_lpns: Vec::new(),
             gc_pages: Vec::new(),
             damaged: None,
+            barrier: 0,
+            csize: if geo.vx > 1 {
+                vec![255; geo.logical_units as usize]
+            } else {
+                Vec::new()
+            },
+            bcap: if geo.vx > 1 {
+                vec![0; nblocks]
+            } else {
+                Vec::new()
+            },
+            cur_csize: 256,
+            slc_mode: if geo.slc != SlcMode::Off {
+                vec![false; nblocks]
+            } else {
+                Vec::new()
+            },
+            slc_blocks: 0,
+            hy: None,
             geo,
         };
         ssd.free = (0..ssd.geo.dies)
@@ -178,6 +227,9 @@ impl Ssd {
                 (b0..b0 + ssd.geo.blocks_per_die).collect()
             })
             .collect();
+        if ssd.geo.hybrid {
+            ssd.hy = Some(Box::new(super::hybrid::Hybrid::new(&ssd.geo)));
+        }
         ssd
     }
 
@@ -249,6 +301,17 @@ impl Ssd {
             erase_count_min: if self.erase_count.is_empty() { 0 } else { mn },
             erase_count_avg: sum as f64 / n as f64,
             erase_count_max: mx,
+            host_reduced_bytes: r.host_reduced_bytes,
+            trim_dropped_units: r.trim_dropped_units,
+            merges_switch: r.merges_switch,
+            merges_partial: r.merges_partial,
+            merges_full: r.merges_full,
+            merge_copies: r.merge_copies,
+            slc_units_written: r.slc_units_written,
+            slc_units_folded: r.slc_units_folded,
+            slc_free_units: self.slc_free_units(),
+            wear_percent_used: (self.geo.rated_pe > 0)
+                .then(|| sum as f64 / n as f64 / self.geo.rated_pe as f64 * 100.0),
         }
     }
 
@@ -280,21 +343,39 @@ impl Ssd {
                 break;
             }
         }
-        let mut start = now;
-        if self.outstanding.len() >= self.geo.queue_depth
+        let mut start = now.max(self.barrier);
+        let trim = matches!(req.op, Op::Trim | Op::WriteZeroes { unmap: true });
+        let non_queued = trim && self.geo.trim_non_queued;
+        if non_queued {
+            // SATA DSM before 3.1 is not an NCQ command: the host drains the
+            // queue first, so it starts when every outstanding one is done.
+            if let Some(last) = self.outstanding.iter().map(|r| r.0).max() {
+                start = start.max(last);
+            }
+        } else if self.outstanding.len() >= self.geo.queue_depth
             && let Some(Reverse(t)) = self.outstanding.pop()
         {
             start = start.max(t);
         }
         // The controller handles one command at a time.
         start = start.max(self.ctrl_free);
-        self.ctrl_free = start + self.geo.cmd_ns;
-        let t = start + self.geo.cmd_ns;
+        let cmd_ns = match req.op {
+            Op::Read => self.geo.cmd_read_ns,
+            Op::Write | Op::WriteZeroes { unmap: false } => self.geo.cmd_write_ns,
+            _ => self.geo.cmd_ns,
+        };
+        self.ctrl_free = start + cmd_ns;
+        let t = start + cmd_ns;
 
         let done = match req.op {
             Op::Read => self.read(t, req.offset, req.len),
             Op::Write | Op::WriteZeroes { unmap: false } => {
-                match self.write(t, req.offset, req.len) {
+                let payload = if matches!(req.op, Op::WriteZeroes { .. }) {
+                    Payload::Zeroes
+                } else {
+                    req.payload
+                };
+                match self.write(t, req.offset, req.len, payload) {
                     Ok(done) => done,
                     Err(Broken(what)) => {
                         self.damaged = Some(what);
@@ -302,9 +383,19 @@ impl Ssd {
                     }
                 }
             }
-            Op::Trim | Op::WriteZeroes { unmap: true } => self.trim(t, req.offset, req.len),
+            Op::Trim | Op::WriteZeroes { unmap: true } => match self.trim(t, req.offset, req.len) {
+                Ok(done) => done,
+                Err(Broken(what)) => {
+                    self.damaged = Some(what);
+                    return Err(ModelError::Internal { what });
+                }
+            },
             Op::Flush => self.flush(t),
         };
+        if non_queued {
+            // Nothing else runs while it executes.
+            self.barrier = self.barrier.max(done);
+        }
         self.outstanding.push(Reverse(done));
         self.last_host_done = self.last_host_done.max(done);
         Ok(Completion {
@@ -360,7 +451,7 @@ impl Ssd {
 
     /// Read the units from `lpn` on that share one physical dpage (at most up
     /// to `last`); returns when their data is at the controller, and how many.
-    fn read_group(&mut self, t: u64, lpn: u64, last: u64) -> (u64, u64) {
+    pub(super) fn read_group(&mut self, t: u64, lpn: u64, last: u64) -> (u64, u64) {
         let e = self.l2p.get(lpn as usize);
         if e == 0 {
             // Unmapped (never written or trimmed): zeroes, no NAND access.
@@ -403,11 +494,18 @@ impl Ssd {
 
     // ---------------------------------------------------------------- writes
 
-    fn write(&mut self, t: u64, offset: u64, len: u64) -> Result<u64, Broken> {
+    fn write(&mut self, t: u64, offset: u64, len: u64, payload: Payload) -> Result<u64, Broken> {
         self.raw.host_write_cmds += 1;
         self.raw.host_written_bytes += len;
         if len == 0 {
             return Ok(t);
+        }
+        if self.geo.vx > 1 {
+            self.cur_csize = self.compressed_size(payload);
+            self.raw.host_reduced_bytes += len * self.cur_csize as u64 / 256;
+        }
+        if self.hy.is_some() {
+            return self.hy_write(t, offset, len);
         }
         let ub = self.geo.unit_bytes;
         let first = offset / ub;
@@ -445,7 +543,7 @@ impl Ssd {
     }
 
     /// Wait for room for `n` units in the write buffer; returns the admission time.
-    fn buffer_admit(&mut self, t: u64, n: u64) -> u64 {
+    pub(super) fn buffer_admit(&mut self, t: u64, n: u64) -> u64 {
         let cap = self.geo.buffer_units;
         let need = n.min(cap);
         let open = self.wp(Stream::Host, self.cursor as usize).slot as u64;
@@ -468,6 +566,9 @@ impl Ssd {
     /// filled a dpage (which is then programmed).
     fn place_host(&mut self, lpn: u64, ready: u64) -> Result<Option<u64>, Broken> {
         let die = self.host_die(ready)?;
+        if self.geo.vx > 1 {
+            self.csize[lpn as usize] = (self.cur_csize - 1) as u8;
+        }
         // host_die returned a die whose host write point holds an open block.
         Ok(self.place_on(Stream::Host, die, lpn, ready))
     }
@@ -550,7 +651,7 @@ impl Ssd {
 
     // ----------------------------------------------------------- trim, flush
 
-    fn trim(&mut self, t: u64, offset: u64, len: u64) -> u64 {
+    fn trim(&mut self, t: u64, offset: u64, len: u64) -> Result<u64, Broken> {
         self.raw.host_trim_cmds += 1;
         self.raw.host_trimmed_bytes += len;
         let ub = self.geo.unit_bytes;
@@ -558,13 +659,60 @@ impl Ssd {
         let first = offset.div_ceil(ub);
         let end = (offset + len) / ub;
         let mut units = 0;
+        let before = self.mapped_units;
         for lpn in first..end.max(first) {
             self.unmap(lpn);
             units += 1;
         }
-        let work = units * self.geo.trim_ns_per_unit;
+        let freed = before - self.mapped_units;
+        if freed > 0 {
+            if self.geo.trim_model {
+                self.drop_trimmed_buffer();
+            }
+            if self.hy.is_some() {
+                self.hy_trimmed(t, first, end.max(first))?;
+            }
+        }
+        // Controller work: per unit covered (the profile's historical
+        // `host.trim_ns_per_unit`), per command, per range, and per unit
+        // actually freed (its mapping-table update).
+        let g = &self.geo;
+        let work =
+            units * g.trim_ns_per_unit + g.trim_cmd_ns + g.trim_range_ns + freed * g.trim_freed_ns;
         self.ctrl_free = self.ctrl_free.max(t) + work;
-        t + work
+        Ok(t + work)
+    }
+
+    /// Trimmed data still in the write buffer is dropped, not programmed:
+    /// if no unit of the host's open dpage is valid any more, the dpage
+    /// is emptied (its slots are reused).
+    fn drop_trimmed_buffer(&mut self) {
+        let die = self.cursor as usize;
+        let wp = *self.wp(Stream::Host, die);
+        if wp.block == NONE || wp.slot == 0 {
+            return;
+        }
+        let live =
+            (0..wp.slot).any(|k| self.p2l.get(self.geo.ppn(wp.block, wp.page, k) as usize) != 0);
+        if !live {
+            self.raw.trim_dropped_units += wp.slot as u64;
+            let w = self.wp_mut(Stream::Host, die);
+            w.placed -= w.slot;
+            w.slot = 0;
+            w.ready_ns = 0;
+            w.cfill = 0;
+        }
+    }
+
+    /// Compressed size of a unit of `payload`, in 1/256 of a unit (1..=256).
+    fn compressed_size(&self, payload: Payload) -> u32 {
+        let min = ((self.geo.min_fraction * 256.0).ceil() as u32).clamp(1, 256);
+        let c = match payload {
+            Payload::Unknown => 256,
+            Payload::Zeroes => 0,
+            Payload::Compressible { percent } => 256 * (100 - percent.min(100) as u32) / 100,
+        };
+        c.clamp(min, 256)
     }
 
     fn flush(&mut self, t: u64) -> u64 {

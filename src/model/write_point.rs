@@ -30,6 +30,11 @@ pub(crate) struct WritePoint {
     pub(crate) slot: u32,
     /// Latest time at which data placed in the open dpage is at the controller.
     pub(crate) ready_ns: u64,
+    /// Data reduction: compressed size of the units in the open dpage, in
+    /// 1/256 of a unit (0 without reduction).
+    pub(crate) cfill: u32,
+    /// Units placed in the block so far (its slots used, with reduction).
+    pub(crate) placed: u32,
 }
 
 impl WritePoint {
@@ -38,6 +43,8 @@ impl WritePoint {
         page: 0,
         slot: 0,
         ready_ns: 0,
+        cfill: 0,
+        placed: 0,
     };
 }
 
@@ -60,7 +67,7 @@ impl Ssd {
         if wp.block == NONE {
             0
         } else {
-            ((self.geo.pages_per_block - wp.page) * self.geo.units_per_dpage - wp.slot) as u64
+            ((self.block_pages(wp.block) - wp.page) * self.geo.units_per_dpage - wp.slot) as u64
         }
     }
 
@@ -70,15 +77,48 @@ impl Ssd {
         self.last_write[b as usize] = now;
         *self.wp_mut(stream, die) = WritePoint {
             block: b,
-            page: 0,
-            slot: 0,
-            ready_ns: 0,
+            ..WritePoint::EMPTY
         };
     }
 
-    fn close_block(&mut self, b: u32) {
+    fn close_block(&mut self, b: u32, placed: u32) {
         self.state[b as usize] = BlockState::Full as u8;
+        if !self.bcap.is_empty() {
+            self.bcap[b as usize] = placed;
+        }
         self.bucket_insert(b);
+    }
+
+    /// Dpages block `b` takes: all of them, or 1/bits in SLC mode.
+    #[inline]
+    pub(crate) fn block_pages(&self, b: u32) -> u32 {
+        if !self.slc_mode.is_empty() && self.slc_mode[b as usize] {
+            self.geo.pages_per_block / self.geo.slc_bits
+        } else {
+            self.geo.pages_per_block
+        }
+    }
+
+    /// Program time of a dpage of block `b`: SLC mode, and wear.
+    #[inline]
+    fn prog_time(&self, b: u32) -> u64 {
+        let base = if !self.slc_mode.is_empty() && self.slc_mode[b as usize] {
+            self.geo.t_prog_slc
+        } else {
+            self.geo.t_prog
+        };
+        if self.geo.prog_growth > 0.0 {
+            self.wear_scaled(base, self.geo.prog_growth, b)
+        } else {
+            base
+        }
+    }
+
+    /// `base` grown by `growth` × (erase count / rated cycles) of block `b`.
+    #[inline]
+    pub(crate) fn wear_scaled(&self, base: u64, growth: f64, b: u32) -> u64 {
+        let wear = self.erase_count[b as usize] as f64 / self.geo.rated_pe.max(1) as f64;
+        (base as f64 * (1.0 + growth * wear)).round() as u64
     }
 
     /// Place `lpn` at the write point of `stream` on `die`, data at the
@@ -105,10 +145,23 @@ impl Ssd {
         self.p2l.set(ppn as usize, lpn + 1);
         self.valid[wp.block as usize] += 1;
         self.mapped_units += 1;
+        if stream == Stream::Host && !self.slc_mode.is_empty() && self.slc_mode[wp.block as usize] {
+            self.raw.slc_units_written += 1;
+        }
+        // Data reduction: the dpage is full when its compressed data fills
+        // the NAND page (a page holds up to `vx` times its units).
+        let full_c = self.geo.vx > 1 && {
+            let c = self.csize[lpn as usize] as u32 + 1;
+            let cap = self.geo.upd_phys * 256;
+            let w = self.wp_mut(stream, die);
+            w.cfill += c;
+            cap - w.cfill.min(cap) < c
+        };
         let wpm = self.wp_mut(stream, die);
         wpm.slot += 1;
+        wpm.placed += 1;
         wpm.ready_ns = wpm.ready_ns.max(ready);
-        if wpm.slot == self.geo.units_per_dpage {
+        if wpm.slot == self.geo.units_per_dpage || full_c {
             let done = self.program_open(stream, die);
             if stream == Stream::Host {
                 self.next_host_die();
@@ -153,7 +206,7 @@ impl Ssd {
         let (ch, lane) = self.geo.channel_of(die);
         let dur = self.geo.chan_ns(self.geo.dpage_bytes);
         let xe = self.chan[ch].reserve(lane, wp.ready_ns.max(self.die_busy[die]), dur) + dur;
-        let done = xe + self.geo.t_prog;
+        let done = xe + self.prog_time(wp.block);
         self.die_busy[die] = done;
         self.raw.nand_pages_programmed += self.geo.planes as u64;
         self.raw.nand_bytes_programmed += self.geo.dpage_bytes;
@@ -167,8 +220,9 @@ impl Ssd {
         next.page += 1;
         next.slot = 0;
         next.ready_ns = 0;
-        if next.page == self.geo.pages_per_block {
-            self.close_block(wp.block);
+        next.cfill = 0;
+        if next.page == self.block_pages(wp.block) {
+            self.close_block(wp.block, wp.placed);
             next = WritePoint::EMPTY;
         }
         *self.wp_mut(stream, die) = next;

@@ -4,8 +4,14 @@
 //! the same fields. [`Profile::load`] accepts either a preset name or a path.
 //! Validation errors name the field and the allowed range.
 
+mod period;
 pub mod presets;
 mod validate;
+
+use period::is_default;
+pub use period::{
+    Controller, Mapping, MappingPolicy, Reduction, SlcCache, SlcMode, Spec, Trim, Wear,
+};
 
 pub use validate::MIN_BLOCKS_PER_PLANE;
 
@@ -72,7 +78,7 @@ pub enum ProfileError {
 }
 
 /// A size field written as a string with a suffix (`"8KiB"`) or a plain integer of bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Bytes(pub u64);
 
 impl Serialize for Bytes {
@@ -162,6 +168,14 @@ pub struct Host {
     /// Controller time per mapping unit trimmed, in ns.
     #[serde(default)]
     pub trim_ns_per_unit: u64,
+    /// Controller time per read command, ns (0 = `command_overhead_ns`).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub read_command_ns: u64,
+    /// Controller time per write command, ns (0 = `command_overhead_ns`):
+    /// firmware work per write (mapping updates), which capped the random
+    /// write IOPS of many early controllers.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub write_command_ns: u64,
 }
 
 /// Flash geometry.
@@ -253,6 +267,27 @@ pub struct Profile {
     pub buffer: Buffer,
     /// Garbage collection.
     pub gc: Gc,
+    /// Mapping policy (default: page-level).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub mapping: Mapping,
+    /// TRIM cost (default: `host.trim_ns_per_unit` only, queued).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub trim: Trim,
+    /// Data reduction (default: off).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub reduction: Reduction,
+    /// SLC cache (default: off).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub slc_cache: SlcCache,
+    /// Wear (default: no indicator, no latency growth).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub wear: Wear,
+    /// Controller description.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub controller: Controller,
+    /// Published figures (`vssd calibrate` compares with them).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub spec: Spec,
 }
 
 /// Capacity overrides keep at least this many blocks on each die.
@@ -355,6 +390,27 @@ impl Profile {
         (self.raw_capacity() as f64 - e) / e
     }
 
+    /// Blocks on each die that hold no host data in steady state: the free
+    /// blocks GC keeps (about `fg_threshold_blocks`) and the partly filled
+    /// open host and GC blocks (about one); for hybrid mapping, the merge
+    /// spare and the last, partial superblock.
+    pub fn reserve_blocks_per_die(&self) -> u64 {
+        match self.mapping.policy {
+            MappingPolicy::Page => self.gc.fg_threshold_blocks as u64 + 1,
+            MappingPolicy::Hybrid => 2,
+        }
+    }
+
+    /// Over-provisioning the FTL can use: (raw − exported − the reserve of
+    /// [`Profile::reserve_blocks_per_die`]) / exported. `--capacity` keeps it.
+    pub fn effective_op_ratio(&self) -> f64 {
+        let g = &self.geometry;
+        let block = g.planes_per_die as u64 * g.pages_per_block as u64 * g.page_size.0;
+        let reserve = self.dies() as u64 * self.reserve_blocks_per_die() * block;
+        let e = g.exported_capacity.0 as f64;
+        (self.raw_capacity() as f64 - reserve as f64 - e) / e
+    }
+
     /// Number of dies.
     pub fn dies(&self) -> u32 {
         self.geometry.channels * self.geometry.dies_per_channel
@@ -432,16 +488,35 @@ impl Profile {
             ));
         }
         let mut p = self.clone();
-        let ratio = self.raw_capacity() as f64 / self.geometry.exported_capacity.0 as f64;
-        let want_raw = capacity as f64 * ratio;
         let g = &self.geometry;
         let per_page_row =
             g.channels as u64 * g.dies_per_channel as u64 * g.planes_per_die as u64 * g.page_size.0;
-        // Keep at least MIN_BLOCKS_PER_DIE blocks on each die so GC has room to
-        // work: on small capacities, halve the pages per block (down to 16)
-        // rather than remove dies, so the drive keeps its parallelism.
+        // The spare area the FTL can use is the over-provisioning less a
+        // fixed reserve of blocks on each die (free blocks kept for GC, open
+        // blocks). Scaling keeps that usable spare in proportion to the
+        // capacity and adds the reserve in the scaled block size on top, so
+        // write amplification does not grow as the drive shrinks.
+        let reserve_row = per_page_row * self.reserve_blocks_per_die();
+        let usable = (self.raw_capacity() as f64 - (reserve_row * g.pages_per_block as u64) as f64)
+            / self.geometry.exported_capacity.0 as f64;
+        // Never less than validation asks for (fg_threshold_blocks + 2 per
+        // die beyond the exported capacity), so every capacity with enough
+        // blocks is valid and the smallest one is well defined.
+        let valid_row = per_page_row * (self.gc.fg_threshold_blocks as u64 + 2);
+        let want_raw = |ppb: u64| {
+            (capacity as f64 * usable.max(1.0) + (reserve_row * ppb) as f64)
+                .max((capacity + valid_row * ppb) as f64)
+        };
+        // On small capacities, halve the pages per block (down to 16) rather
+        // than remove dies, so the drive keeps its parallelism, until each
+        // die has MIN_BLOCKS_PER_DIE blocks. (More, smaller blocks would
+        // lower write amplification: GC finds emptier victims.)
         let mut ppb = g.pages_per_block as u64;
-        let blocks = |ppb: u64| (want_raw / (per_page_row * ppb) as f64).ceil().max(1.0) as u64;
+        let blocks = |ppb: u64| {
+            (want_raw(ppb) / (per_page_row * ppb) as f64)
+                .ceil()
+                .max(1.0) as u64
+        };
         while blocks(ppb) < MIN_BLOCKS_PER_DIE && ppb >= 32 && ppb.is_multiple_of(2) {
             ppb /= 2;
         }
@@ -457,6 +532,13 @@ impl Profile {
         p.geometry.pages_per_block = ppb as u32;
         p.geometry.blocks_per_plane = bpp as u32;
         p.geometry.exported_capacity = Bytes(capacity);
+        if p.slc_cache.mode != SlcMode::Off {
+            // The SLC cache keeps its share of the drive.
+            let share = capacity as f64 / self.geometry.exported_capacity.0 as f64;
+            let unit = self.geometry.mapping_unit.0;
+            let size = (self.slc_cache.size.0 as f64 * share) as u64 / unit * unit;
+            p.slc_cache.size = Bytes(size.max(unit));
+        }
         p.validate(&origin)?;
         Ok(p)
     }
@@ -532,11 +614,12 @@ mod tests {
             let q = p.with_capacity(cap).unwrap();
             assert_eq!(q.geometry.exported_capacity.0, cap);
             assert!(
-                (q.op_ratio() - p.op_ratio()).abs() < 0.02,
+                (q.effective_op_ratio() - p.effective_op_ratio()).abs() < 0.01,
                 "{} vs {}",
-                q.op_ratio(),
-                p.op_ratio()
+                q.effective_op_ratio(),
+                p.effective_op_ratio()
             );
+            assert!(q.op_ratio() >= p.op_ratio() - 0.005);
             assert!(q.geometry.blocks_per_plane as u64 >= MIN_BLOCKS_PER_DIE);
             assert_eq!(q.dies(), p.dies(), "parallelism kept");
         }

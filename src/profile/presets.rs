@@ -3,6 +3,17 @@
 
 /// Preset names, in listing order.
 pub const NAMES: &[&str] = &[
+    "intel-x25m-g1",
+    "intel-x25m-g2",
+    "samsung-pb22j",
+    "ocz-core-v2",
+    "solidata-k5-64",
+    "mtron-mobi-3500",
+    "crucial-m4-128",
+    "intel-320-120",
+    "intel-510-120",
+    "ocz-vertex3-120",
+    "nvme-tlc-slc-cache",
     "sata-slc-2009",
     "sata-mlc-2009",
     "sata-mlc-2011",
@@ -13,6 +24,17 @@ pub const NAMES: &[&str] = &[
 /// The TOML text of a preset, if `name` is one.
 pub fn get(name: &str) -> Option<&'static str> {
     Some(match name {
+        "intel-x25m-g1" => include_str!("presets/intel-x25m-g1.toml"),
+        "intel-x25m-g2" => include_str!("presets/intel-x25m-g2.toml"),
+        "samsung-pb22j" => include_str!("presets/samsung-pb22j.toml"),
+        "ocz-core-v2" => include_str!("presets/ocz-core-v2.toml"),
+        "solidata-k5-64" => include_str!("presets/solidata-k5-64.toml"),
+        "mtron-mobi-3500" => include_str!("presets/mtron-mobi-3500.toml"),
+        "crucial-m4-128" => include_str!("presets/crucial-m4-128.toml"),
+        "intel-320-120" => include_str!("presets/intel-320-120.toml"),
+        "intel-510-120" => include_str!("presets/intel-510-120.toml"),
+        "ocz-vertex3-120" => include_str!("presets/ocz-vertex3-120.toml"),
+        "nvme-tlc-slc-cache" => include_str!("presets/nvme-tlc-slc-cache.toml"),
         "sata-slc-2009" => include_str!("presets/sata-slc-2009.toml"),
         "sata-mlc-2009" => include_str!("presets/sata-mlc-2009.toml"),
         "sata-mlc-2011" => include_str!("presets/sata-mlc-2011.toml"),

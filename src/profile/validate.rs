@@ -10,7 +10,7 @@
 
 use crate::size::format_size;
 
-use super::{Profile, ProfileError, invalid};
+use super::{MappingPolicy, Profile, ProfileError, SlcMode, invalid};
 
 /// `lo..=hi`, or exactly 0 when `zero` names what 0 means.
 struct FloatRange {
@@ -112,6 +112,12 @@ impl Profile {
             10_000_000,
             "ns (10 ms)",
         )?;
+        for (field, v) in [
+            ("host.read_command_ns", h.read_command_ns),
+            ("host.write_command_ns", h.write_command_ns),
+        ] {
+            int_range(origin, field, v, 0, 10_000_000, "ns (10 ms)")?;
+        }
         int_range(
             origin,
             "host.trim_ns_per_unit",
@@ -281,6 +287,93 @@ impl Profile {
                 format_size(min_buf)
             ),
         )?;
+        self.validate_period(origin)
+    }
+
+    /// The period sections: their own ranges, then against the geometry.
+    fn validate_period(&self, origin: &str) -> Result<(), ProfileError> {
+        super::period::validate(self, origin)?;
+        let g = &self.geometry;
+        let chk = |ok: bool, field: &str, value: String, allowed: &str| {
+            if ok {
+                Ok(())
+            } else {
+                Err(invalid(origin, field, value, allowed))
+            }
+        };
+        let block_bytes = g.planes_per_die as u64 * g.pages_per_block as u64 * g.page_size.0;
+        if self.mapping.policy == MappingPolicy::Hybrid {
+            // A logical block is one block on every die (a superblock); the
+            // pool needs the data blocks, one log block and one spare for merges.
+            let sb = self.dies() as u64 * block_bytes;
+            let lsbs = g.exported_capacity.0.div_ceil(sb);
+            chk(
+                lsbs + 2 <= g.blocks_per_plane as u64,
+                "geometry.exported_capacity",
+                format_size(g.exported_capacity.0),
+                &format!(
+                    "with hybrid mapping, at most {} superblocks of {} (blocks_per_plane - 2)",
+                    g.blocks_per_plane.saturating_sub(2),
+                    format_size(sb)
+                ),
+            )?;
+            chk(
+                !self.reduction.enabled && self.slc_cache.mode == SlcMode::Off,
+                "mapping.policy",
+                "\"hybrid\"".into(),
+                "hybrid mapping does not combine with data reduction or an SLC cache",
+            )?;
+        }
+        if self.reduction.enabled {
+            let units = self.raw_capacity() / g.mapping_unit.0 * self.reduction.max_ratio as u64;
+            chk(
+                units < (1u64 << 32) - 1,
+                "reduction.max_ratio",
+                self.reduction.max_ratio.to_string(),
+                "raw capacity times max_ratio must be at most 2^32 - 2 mapping units",
+            )?;
+            chk(
+                self.slc_cache.mode == SlcMode::Off,
+                "reduction.enabled",
+                "true".into(),
+                "data reduction does not combine with an SLC cache",
+            )?;
+        }
+        let s = &self.slc_cache;
+        if s.mode != SlcMode::Off {
+            let bits = s.bits_per_cell as u64;
+            chk(
+                g.pages_per_block as u64 >= bits && (g.pages_per_block as u64).is_multiple_of(bits),
+                "slc_cache.bits_per_cell",
+                bits.to_string(),
+                &format!(
+                    "must divide geometry.pages_per_block ({})",
+                    g.pages_per_block
+                ),
+            )?;
+            // SLC blocks hold 1/bits of their native capacity; a static
+            // cache lives in the spare area.
+            let spare = self.raw_capacity().saturating_sub(g.exported_capacity.0);
+            let most = spare / 2 / bits;
+            chk(
+                s.mode == SlcMode::Dynamic || s.size.0 <= most,
+                "slc_cache.size",
+                format_size(s.size.0),
+                &format!(
+                    "a static cache must fit in half the spare area: at most {}",
+                    format_size(most)
+                ),
+            )?;
+            chk(
+                s.size.0 <= self.raw_capacity() / bits,
+                "slc_cache.size",
+                format_size(s.size.0),
+                &format!(
+                    "at most the raw capacity in SLC mode ({})",
+                    format_size(self.raw_capacity() / bits)
+                ),
+            )?;
+        }
         Ok(())
     }
 }

@@ -74,7 +74,9 @@ impl<W: Write> FrameWriter<W> {
     pub(super) fn wp(&mut self, wp: &WritePoint) -> io::Result<()> {
         self.u32(wp.block)?;
         self.u32(wp.page)?;
-        self.u32(wp.slot)
+        self.u32(wp.slot)?;
+        self.u32(wp.cfill)?;
+        self.u32(wp.placed)
     }
 
     /// Write the last data frame and the end frame.
@@ -231,12 +233,21 @@ impl<R: Read> FrameReader<R> {
         Err(corrupt("bad variable-length integer"))
     }
 
-    pub(super) fn wp(&mut self) -> Result<WritePoint, PersistError> {
+    /// A write point; format 2 had no `cfill` / `placed`.
+    pub(super) fn wp(&mut self, v2: bool) -> Result<WritePoint, PersistError> {
+        let (block, page, slot) = (self.u32()?, self.u32()?, self.u32()?);
+        let (cfill, placed) = if v2 {
+            (0, 0)
+        } else {
+            (self.u32()?, self.u32()?)
+        };
         Ok(WritePoint {
-            block: self.u32()?,
-            page: self.u32()?,
-            slot: self.u32()?,
+            block,
+            page,
+            slot,
             ready_ns: 0,
+            cfill,
+            placed,
         })
     }
 

@@ -47,7 +47,7 @@ use crate::profile::Profile;
 mod frames;
 
 const MAGIC: &[u8; 8] = b"VSSDFTL\0";
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 /// Largest frame payload.
 const FRAME_MAX: usize = 1 << 20;
 /// Longest geometry text accepted.
@@ -97,7 +97,10 @@ fn geometry_text(p: &Profile) -> io::Result<String> {
     toml::to_string(&p.geometry).map_err(io::Error::other)
 }
 
-fn raw_fields(r: &Raw) -> [u64; 16] {
+/// Counters in the state file: format 2 had the first 16.
+const RAW_FIELDS: usize = 24;
+
+fn raw_fields(r: &Raw) -> [u64; RAW_FIELDS] {
     [
         r.host_read_bytes,
         r.host_written_bytes,
@@ -115,10 +118,18 @@ fn raw_fields(r: &Raw) -> [u64; 16] {
         r.bg_gc_victims,
         r.rmw_reads,
         r.buffer_stall_ns,
+        r.host_reduced_bytes,
+        r.trim_dropped_units,
+        r.merges_switch,
+        r.merges_partial,
+        r.merges_full,
+        r.merge_copies,
+        r.slc_units_written,
+        r.slc_units_folded,
     ]
 }
 
-fn raw_from(f: &[u64; 16]) -> Raw {
+fn raw_from(f: &[u64; RAW_FIELDS]) -> Raw {
     Raw {
         host_read_bytes: f[0],
         host_written_bytes: f[1],
@@ -136,7 +147,39 @@ fn raw_from(f: &[u64; 16]) -> Raw {
         bg_gc_victims: f[13],
         rmw_reads: f[14],
         buffer_stall_ns: f[15],
+        host_reduced_bytes: f[16],
+        trim_dropped_units: f[17],
+        merges_switch: f[18],
+        merges_partial: f[19],
+        merges_full: f[20],
+        merge_copies: f[21],
+        slc_units_written: f[22],
+        slc_units_folded: f[23],
     }
+}
+
+/// The profile sections that shape the saved state besides the geometry
+/// (mapping policy, data reduction, SLC cache), as TOML.
+fn period_text(p: &Profile) -> io::Result<String> {
+    #[derive(serde::Serialize)]
+    struct Shape<'a> {
+        mapping: &'a crate::profile::Mapping,
+        reduction: &'a crate::profile::Reduction,
+        slc_cache: &'a crate::profile::SlcCache,
+    }
+    toml::to_string(&Shape {
+        mapping: &p.mapping,
+        reduction: &p.reduction,
+        slc_cache: &p.slc_cache,
+    })
+    .map_err(io::Error::other)
+}
+
+/// Whether a drive with `p` has state that format 2 did not save.
+fn needs_v3(p: &Profile) -> bool {
+    p.mapping != Default::default()
+        || p.reduction != Default::default()
+        || p.slc_cache != Default::default()
 }
 
 impl Ssd {
@@ -161,8 +204,12 @@ impl Ssd {
         let mut f = FrameWriter::new(w);
         f.u32(geometry.len() as u32)?;
         f.put(geometry.as_bytes())?;
+        let period = period_text(&self.profile)?;
+        f.u32(period.len() as u32)?;
+        f.put(period.as_bytes())?;
         f.u64(self.seed)?;
         f.u32(self.cursor)?;
+        f.u32(RAW_FIELDS as u32)?;
         for v in raw_fields(&self.raw) {
             f.u64(v)?;
         }
@@ -217,7 +264,46 @@ impl Ssd {
                 f.put(&bytes)?;
             }
         }
+        self.save_period(&mut f)?;
         f.finish()?;
+        Ok(())
+    }
+
+    /// Format 3's tail: the period mechanisms' state.
+    fn save_period<W: Write>(&self, f: &mut FrameWriter<W>) -> io::Result<()> {
+        if !self.slc_mode.is_empty() {
+            let flags: Vec<u8> = self.slc_mode.iter().map(|&m| m as u8).collect();
+            f.put(&flags)?;
+        }
+        if !self.bcap.is_empty() {
+            for &c in &self.bcap {
+                f.u32(c)?;
+            }
+            f.put(&self.csize)?;
+        }
+        if let Some(h) = self.hy.as_deref() {
+            for &d in &h.data {
+                f.u32(d)?;
+            }
+            let dirty: Vec<u8> = h.dirty.iter().map(|&d| d as u8).collect();
+            f.put(&dirty)?;
+            f.u32(h.order.len() as u32)?;
+            for &li in &h.order {
+                let Some(Some(l)) = h.logs.get(li as usize) else {
+                    return Err(io::Error::other(
+                        "hybrid: reclaim order names an unused log",
+                    ));
+                };
+                f.u32(l.psb)?;
+                f.u32(l.next)?;
+                f.u8(l.seq as u8)?;
+                f.u8((h.rand_log == li) as u8)?;
+                f.u32(l.lsbs.len() as u32)?;
+                for &x in &l.lsbs {
+                    f.u32(x)?;
+                }
+            }
+        }
         Ok(())
     }
 
@@ -241,7 +327,9 @@ impl Ssd {
             }
             return Err(corrupt("header checksum mismatch"));
         }
-        if version != VERSION {
+        // Format 2 (no period state) still loads for a drive that has none.
+        let v2 = version == 2 && !needs_v3(profile);
+        if version != VERSION && !v2 {
             return Err(PersistError::Version {
                 found: version,
                 expected: VERSION,
@@ -263,12 +351,32 @@ impl Ssd {
                 expected
             )));
         }
+        if !v2 {
+            let n = f.u32()? as usize;
+            if n > GEOMETRY_MAX {
+                return Err(corrupt("profile text too long"));
+            }
+            let mut text = vec![0u8; n];
+            f.take(&mut text)?;
+            let expected = period_text(profile)?;
+            if text != expected.as_bytes() {
+                return Err(PersistError::ProfileMismatch(format!(
+                    "saved mapping, reduction and SLC cache:\n{}\ncurrent:\n{}",
+                    String::from_utf8_lossy(&text),
+                    expected
+                )));
+            }
+        }
         let seed = f.u64()?;
         let mut ssd = Ssd::new(profile, seed);
         let g = ssd.geo.clone();
         let cursor = f.u32()?;
-        let mut raw = [0u64; 16];
-        for v in &mut raw {
+        let nraw = if v2 { 16 } else { f.u32()? as usize };
+        if nraw != if v2 { 16 } else { RAW_FIELDS } {
+            return Err(corrupt("unexpected number of counters"));
+        }
+        let mut raw = [0u64; RAW_FIELDS];
+        for v in raw.iter_mut().take(nraw) {
             *v = f.u64()?;
         }
         let nblocks = ssd.valid.len();
@@ -280,10 +388,12 @@ impl Ssd {
         }
         for s in &mut ssd.state {
             *s = f.u8()?;
-            if !matches!(
-                BlockState::from_u8(*s),
-                Some(BlockState::Free | BlockState::Open | BlockState::Full)
-            ) {
+            let ok = match BlockState::from_u8(*s) {
+                Some(BlockState::Free | BlockState::Open | BlockState::Full) => true,
+                Some(BlockState::Mapped) => g.hybrid,
+                _ => false,
+            };
+            if !ok {
                 return Err(corrupt("unknown block state"));
             }
         }
@@ -294,8 +404,8 @@ impl Ssd {
             return Err(corrupt("die count does not match the geometry"));
         }
         for d in 0..g.dies as usize {
-            let host = f.wp()?;
-            let gc = f.wp()?;
+            let host = f.wp(v2)?;
+            let gc = f.wp(v2)?;
             for wp in [host, gc] {
                 let inside = wp.block == NONE
                     || ((wp.block as usize) < nblocks
@@ -327,6 +437,9 @@ impl Ssd {
         ssd.cursor = cursor;
         ssd.raw = raw_from(&raw);
         let chunks = read_mapping(&mut f, &mut ssd.l2p, g.physical_units)?;
+        if !v2 {
+            ssd.load_period(&mut f)?;
+        }
         f.finish()?;
 
         // The reverse map, valid counts and mapped units follow from the
@@ -363,8 +476,91 @@ impl Ssd {
         }
         ssd.check_shapes()
             .and_then(|()| ssd.check_blocks())
+            .and_then(|()| ssd.check_period())
             .map_err(|e| corrupt(format!("inconsistent FTL state: {e}")))?;
         Ok(ssd)
+    }
+}
+
+impl Ssd {
+    /// Format 3's tail (see [`Ssd::save_period`]); checked afterwards by
+    /// the invariants.
+    fn load_period<R: Read>(&mut self, f: &mut FrameReader<R>) -> Result<(), PersistError> {
+        let nblocks = self.valid.len();
+        if !self.slc_mode.is_empty() {
+            let mut flags = vec![0u8; nblocks];
+            f.take(&mut flags)?;
+            if flags.iter().any(|&x| x > 1) {
+                return Err(corrupt("bad SLC flag"));
+            }
+            self.slc_mode = flags.iter().map(|&x| x == 1).collect();
+            self.slc_blocks = self.slc_mode.iter().filter(|&&m| m).count() as u64;
+        }
+        if !self.bcap.is_empty() {
+            for c in &mut self.bcap {
+                *c = f.u32()?;
+                if *c > self.geo.units_per_block {
+                    return Err(corrupt("block slot count beyond the block"));
+                }
+            }
+            f.take(&mut self.csize)?;
+        }
+        if self.hy.is_some() {
+            let bpd = self.geo.blocks_per_die;
+            let h = self
+                .hy
+                .as_deref_mut()
+                .ok_or_else(|| corrupt("hybrid state"))?;
+            for d in &mut h.data {
+                *d = f.u32()?;
+                if *d != NONE && *d >= bpd {
+                    return Err(corrupt("data superblock outside the die"));
+                }
+            }
+            h.data_count = h.data.iter().filter(|&&d| d != NONE).count() as u32;
+            let mut dirty = vec![0u8; bpd as usize];
+            f.take(&mut dirty)?;
+            if dirty.iter().any(|&x| x > 1) {
+                return Err(corrupt("bad dirty flag"));
+            }
+            h.dirty = dirty.iter().map(|&x| x == 1).collect();
+            h.dirty_count = h.dirty.iter().filter(|&&x| x).count() as u32;
+            let n = f.u32()?;
+            if n > bpd {
+                return Err(corrupt("more log blocks than superblocks"));
+            }
+            for li in 0..n {
+                let psb = f.u32()?;
+                let next = f.u32()?;
+                let seq = f.u8()?;
+                let rand = f.u8()?;
+                let k = f.u32()?;
+                if psb >= bpd || next > h.sb_units || seq > 1 || rand > 1 || k > h.sb_units.max(1) {
+                    return Err(corrupt("bad log block"));
+                }
+                let mut lsbs = Vec::with_capacity(k as usize);
+                for _ in 0..k {
+                    let x = f.u32()?;
+                    if x >= h.lsbs {
+                        return Err(corrupt("log block names a logical block beyond the drive"));
+                    }
+                    lsbs.push(x);
+                    h.log_of[x as usize] = li;
+                }
+                h.logs.push(Some(super::hybrid::Log {
+                    psb,
+                    next,
+                    seq: seq == 1,
+                    lsbs,
+                    ready: 0,
+                }));
+                h.order.push_back(li);
+                if rand == 1 {
+                    h.rand_log = li;
+                }
+            }
+        }
+        Ok(())
     }
 }
 

@@ -189,12 +189,12 @@ fn another_profile_and_other_versions_are_named() {
         Err(PersistError::ProfileMismatch(_))
     ));
     // An intact header of another version.
-    let mut v3 = buf.clone();
-    v3[8] = 3;
-    let crc = crc32fast::hash(&v3[..12]);
-    v3[12..16].copy_from_slice(&crc.to_le_bytes());
-    let e = Ssd::load(&p, &v3[..]).unwrap_err();
-    assert!(matches!(e, PersistError::Version { found: 3, .. }), "{e}");
+    let mut v4 = buf.clone();
+    v4[8] = 4;
+    let crc = crc32fast::hash(&v4[..12]);
+    v4[12..16].copy_from_slice(&crc.to_le_bytes());
+    let e = Ssd::load(&p, &v4[..]).unwrap_err();
+    assert!(matches!(e, PersistError::Version { found: 4, .. }), "{e}");
     assert!(e.to_string().contains("newer"), "{e}");
     // A version 1 file (no header checksum).
     let mut v1 = b"VSSDFTL\0".to_vec();
@@ -237,8 +237,12 @@ fn checksummed_but_inconsistent_states_are_refused() {
     // the load must refuse it as damage or accept a consistent state,
     // and never panic.
     let geo_end = 4 + u32::from_le_bytes(c[..4].try_into().unwrap()) as usize;
+    // The profile text of format 3 (mapping, reduction, SLC cache) follows
+    // the geometry: changing it is another profile.
+    let text_end =
+        geo_end + 4 + u32::from_le_bytes(c[geo_end..geo_end + 4].try_into().unwrap()) as usize;
     let mut accepted = 0;
-    for i in geo_end..c.len() {
+    for i in text_end..c.len() {
         for v in [c[i] ^ 0x01, c[i] ^ 0x10, 0xff] {
             let mut bad = c.clone();
             bad[i] = v;

@@ -1,0 +1,263 @@
+//! The period mechanisms' parameters: mapping policy (page or hybrid
+//! log-block), TRIM cost, data reduction, SLC cache and wear. Every section
+//! is optional; its default is "off" (the plain page-mapped drive), and a
+//! section left at its default is not written back, so a profile without
+//! these sections reads, prints and behaves exactly as before.
+
+use serde::{Deserialize, Serialize};
+
+use super::{Bytes, Profile, ProfileError, invalid};
+
+pub(super) fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
+}
+
+/// How logical units are mapped to NAND.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MappingPolicy {
+    /// Page-level FTL: every unit anywhere (log-structured), GC reclaims.
+    #[default]
+    Page,
+    /// Hybrid log-block FTL: block-mapped data blocks plus a pool of
+    /// page-mapped log blocks, reclaimed by switch / partial / full merges.
+    Hybrid,
+}
+
+/// `[mapping]`: the FTL's mapping policy.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Mapping {
+    /// `page` (default) or `hybrid`.
+    pub policy: MappingPolicy,
+    /// Hybrid: how many logical blocks one log block may take writes for.
+    /// 1 is BAST (one log block per logical block: every random write to
+    /// another block evicts a log block); larger values combine random
+    /// writes to several logical blocks into one log block (FAST/KAST-style
+    /// write-combining), at the price of merging all of them on eviction.
+    pub log_associativity: u32,
+    /// Hybrid: at most this many log blocks (0 = every spare block).
+    /// A JMicron JMF602-class controller has only a handful.
+    pub max_log_blocks: u32,
+}
+
+/// `[trim]`: what a TRIM costs the controller.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Trim {
+    /// Non-queued TRIM: SATA DATA SET MANAGEMENT before SATA 3.1 (no
+    /// SEND FPDMA QUEUED). The host drains the NCQ queue first: the TRIM
+    /// starts only once every outstanding command has completed, and no
+    /// other command starts until it has completed. Ignored on NVMe
+    /// interfaces (deallocate is always queued).
+    pub non_queued: bool,
+    /// Controller time per TRIM command, ns.
+    pub command_ns: u64,
+    /// Controller time per LBA range of a TRIM command, ns.
+    pub range_ns: u64,
+    /// Controller time per mapping unit actually freed (mapped before the
+    /// TRIM): the mapping-table update, ns.
+    pub freed_unit_ns: u64,
+}
+
+/// `[reduction]`: SandForce-style data reduction.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Reduction {
+    /// Compress written data before it reaches NAND.
+    pub enabled: bool,
+    /// The most one NAND page can hold, in mapping units per unit of space
+    /// (2 = data compressed to half fills a page with twice the units).
+    /// The model's reverse map grows by this factor.
+    pub max_ratio: u32,
+    /// Fraction of a unit's size kept for metadata even when its data
+    /// compresses away entirely (0 to 0.5).
+    pub min_fraction: f64,
+}
+
+/// SLC cache sizing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SlcMode {
+    /// No SLC cache.
+    #[default]
+    Off,
+    /// A fixed cache of `size` bytes.
+    Static,
+    /// Up to `size` bytes, shrinking as the drive fills: blocks run in SLC
+    /// mode only while the NAND has room for them beyond the mapped data.
+    Dynamic,
+}
+
+/// `[slc_cache]`: fast SLC-mode writes on TLC/QLC NAND, folded later.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SlcCache {
+    /// `off`, `static` or `dynamic`.
+    pub mode: SlcMode,
+    /// Host data the cache holds at most (static: always; dynamic: on an
+    /// empty drive).
+    pub size: Bytes,
+    /// Program time of a page in SLC mode, µs.
+    pub t_prog_us: f64,
+    /// Bits per cell of the native mode (3 TLC, 4 QLC): an SLC-mode block
+    /// holds 1/bits of its native capacity.
+    pub bits_per_cell: u32,
+}
+
+/// `[wear]`: endurance and its effects.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Wear {
+    /// Rated program/erase cycles per block (0 = no wear indicator).
+    pub rated_pe_cycles: u32,
+    /// Program time grows by this fraction at the rated cycles, linearly
+    /// (0 = no growth).
+    pub prog_growth: f64,
+    /// Erase time grows by this fraction at the rated cycles.
+    pub erase_growth: f64,
+}
+
+/// `[controller]`: controller traits that are not timings.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Controller {
+    /// Free-form: the controller this profile models (documentation).
+    pub name: String,
+    /// No DRAM cache for the mapping (JMicron JMF602-class): the write
+    /// buffer, if any, is the controller's SRAM and data cannot wait there
+    /// for a merge. Documentation only; the consequences are the profile's
+    /// `buffer.size` and hybrid mapping.
+    pub dram_less: bool,
+}
+
+fn range_u(origin: &str, field: &str, v: u64, lo: u64, hi: u64) -> Result<(), ProfileError> {
+    if (lo..=hi).contains(&v) {
+        Ok(())
+    } else {
+        Err(invalid(
+            origin,
+            field,
+            v,
+            &format!("allowed range {lo}..={hi}"),
+        ))
+    }
+}
+
+fn range_f(origin: &str, field: &str, v: f64, lo: f64, hi: f64) -> Result<(), ProfileError> {
+    if v.is_finite() && v >= lo && v <= hi {
+        Ok(())
+    } else {
+        Err(invalid(origin, field, v, &format!("{lo} to {hi}")))
+    }
+}
+
+/// `[spec]`: the figures the drive's vendor published, which `vssd
+/// calibrate` compares the model with (documentation; no effect on the
+/// model). 0 = not published.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Spec {
+    /// Sequential read, MB/s (10^6 bytes/s).
+    pub seq_read_mb_s: f64,
+    /// Sequential write, MB/s.
+    pub seq_write_mb_s: f64,
+    /// 4 KiB random read IOPS at QD 32.
+    pub rand_read_iops: f64,
+    /// 4 KiB random write IOPS at QD 32.
+    pub rand_write_iops: f64,
+    /// Where the figures come from.
+    pub source: String,
+}
+
+/// Check the period sections' own ranges (geometry-dependent checks are
+/// in `validate.rs`).
+pub(super) fn validate(p: &Profile, origin: &str) -> Result<(), ProfileError> {
+    let m = &p.mapping;
+    if m.policy == MappingPolicy::Hybrid {
+        range_u(
+            origin,
+            "mapping.log_associativity",
+            m.log_associativity as u64,
+            1,
+            4096,
+        )?;
+    } else if m.log_associativity != 0 || m.max_log_blocks != 0 {
+        return Err(invalid(
+            origin,
+            "mapping.log_associativity",
+            m.log_associativity,
+            "only with mapping.policy = \"hybrid\"",
+        ));
+    }
+    range_u(
+        origin,
+        "mapping.max_log_blocks",
+        m.max_log_blocks as u64,
+        0,
+        1 << 20,
+    )?;
+    let t = &p.trim;
+    range_u(origin, "trim.command_ns", t.command_ns, 0, 100_000_000)?;
+    range_u(origin, "trim.range_ns", t.range_ns, 0, 10_000_000)?;
+    range_u(origin, "trim.freed_unit_ns", t.freed_unit_ns, 0, 100_000)?;
+    let r = &p.reduction;
+    if r.enabled {
+        range_u(origin, "reduction.max_ratio", r.max_ratio as u64, 1, 8)?;
+        range_f(origin, "reduction.min_fraction", r.min_fraction, 0.0, 0.5)?;
+    } else if r.max_ratio != 0 || r.min_fraction != 0.0 {
+        return Err(invalid(
+            origin,
+            "reduction.max_ratio",
+            r.max_ratio,
+            "only with reduction.enabled = true",
+        ));
+    }
+    let s = &p.slc_cache;
+    if s.mode != SlcMode::Off {
+        range_u(
+            origin,
+            "slc_cache.bits_per_cell",
+            s.bits_per_cell as u64,
+            2,
+            4,
+        )?;
+        range_f(origin, "slc_cache.t_prog_us", s.t_prog_us, 1.0, 100_000.0)?;
+        if s.size.0 == 0 {
+            return Err(invalid(
+                origin,
+                "slc_cache.size",
+                0,
+                "a positive size with slc_cache.mode static or dynamic",
+            ));
+        }
+    }
+    let sp = &p.spec;
+    for (field, v) in [
+        ("spec.seq_read_mb_s", sp.seq_read_mb_s),
+        ("spec.seq_write_mb_s", sp.seq_write_mb_s),
+        ("spec.rand_read_iops", sp.rand_read_iops),
+        ("spec.rand_write_iops", sp.rand_write_iops),
+    ] {
+        range_f(origin, field, v, 0.0, 1e7)?;
+    }
+    let w = &p.wear;
+    range_u(
+        origin,
+        "wear.rated_pe_cycles",
+        w.rated_pe_cycles as u64,
+        0,
+        10_000_000,
+    )?;
+    range_f(origin, "wear.prog_growth", w.prog_growth, 0.0, 10.0)?;
+    range_f(origin, "wear.erase_growth", w.erase_growth, 0.0, 10.0)?;
+    if (w.prog_growth > 0.0 || w.erase_growth > 0.0) && w.rated_pe_cycles == 0 {
+        return Err(invalid(
+            origin,
+            "wear.rated_pe_cycles",
+            0,
+            "must be set (1..=10000000) when wear.prog_growth or wear.erase_growth is",
+        ));
+    }
+    Ok(())
+}
