@@ -36,6 +36,8 @@ enum Cmd {
     },
     /// Run fio job files against the drive model in virtual time.
     Sim(vssd::sim::SimArgs),
+    /// Drive a vhost-user-blk backend (vssd serve, qemu-storage-daemon) without a guest and measure it.
+    Loadgen(vssd::loadgen::LoadgenArgs),
 }
 
 #[derive(Subcommand)]
@@ -131,6 +133,7 @@ fn main() -> ExitCode {
         Cmd::Demo(a) => vssd::kit::demo::run(a).map_err(Into::into),
         Cmd::Serve(a) => vssd::serve::run(a).map_err(Into::into),
         Cmd::Ctl(a) => vssd::ctl::run(a).map_err(Into::into),
+        Cmd::Loadgen(a) => vssd::loadgen::run(a).map_err(Into::into),
     };
     match cli_out::finish(r) {
         cli_out::Exit::Success => ExitCode::SUCCESS,
