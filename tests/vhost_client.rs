@@ -599,3 +599,96 @@ fn loadgen_malformed_requests_are_refused_and_the_daemon_keeps_serving() {
     );
     serve.stop_ok();
 }
+
+/// A whole-disk discard on a file-backed drive: its holes are punched off
+/// the request's path, yet the range reads as zeros at once, a write into
+/// it afterwards is never undone by the late punching, and a FLUSH waits
+/// for the punching (the file's blocks are freed by then).
+#[test]
+fn large_discard_reads_zeros_at_once_and_later_writes_survive() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = scratch_dir();
+    let img = dir.path().join("disk.img");
+    let img_s = img.to_str().unwrap().to_string();
+    let serve = Serve::start(
+        dir.path(),
+        &[
+            "--profile",
+            "sata-mlc-2011",
+            "--capacity",
+            "2G",
+            "--backing",
+            &img_s,
+        ],
+    );
+    let (ok, r) = loadgen(
+        &serve.socket,
+        &[
+            "--rw",
+            "write",
+            "--bs",
+            "1M",
+            "--iodepth",
+            "8",
+            "--runtime",
+            "120",
+            "--io-size",
+            "1G",
+        ],
+    );
+    assert!(ok, "{r:#}");
+    let filled = std::fs::metadata(&img).unwrap().blocks() * 512;
+    assert!(filled >= 1 << 30, "{filled}");
+
+    let mut d = BlkDriver::connect(&serve.socket, &DriverOptions::default()).unwrap();
+    let s = Scratch::new(&mut d, 2 << 20).unwrap();
+    let gib = (1u64 << 30) / 512;
+    let r = blk::run(
+        &mut d,
+        0,
+        &s,
+        &BlkOp::Discard(vec![(0, gib as u32), (gib, gib as u32)]),
+        T,
+    )
+    .unwrap();
+    assert_eq!(r.status, OK);
+    for sector in [0u64, 8, 1 << 20, (1 << 21) - 8] {
+        let r = blk::run(&mut d, 0, &s, &BlkOp::Read { sector, len: 4096 }, T).unwrap();
+        assert_eq!(r.status, OK);
+        assert!(r.data.iter().all(|&b| b == 0), "sector {sector} not zero");
+    }
+    let data = pattern(1 << 20, 9);
+    let w = BlkOp::Write {
+        sector: 1 << 20,
+        data: data.clone(),
+    };
+    assert_eq!(blk::run(&mut d, 0, &s, &w, T).unwrap().status, OK);
+    assert_eq!(
+        blk::run(&mut d, 0, &s, &BlkOp::Flush, T).unwrap().status,
+        OK
+    );
+    let r = blk::run(
+        &mut d,
+        0,
+        &s,
+        &BlkOp::Read {
+            sector: (1 << 20) - 8,
+            len: (1 << 20) + 8192,
+        },
+        T,
+    );
+    let r = r.unwrap();
+    assert!(r.data[..4096].iter().all(|&b| b == 0));
+    assert!(
+        r.data[4096..4096 + (1 << 20)] == data[..],
+        "the write was undone"
+    );
+    assert!(r.data[4096 + (1 << 20)..].iter().all(|&b| b == 0));
+    let left = std::fs::metadata(&img).unwrap().blocks() * 512;
+    assert!(
+        left < 4 << 20,
+        "{left} bytes still allocated after the flush"
+    );
+    drop(d);
+    serve.stop_ok();
+}

@@ -16,7 +16,6 @@ const BUCKETS: usize = LINEAR + (64 - (SUB_BITS as usize + 1)) * SUB;
 /// A histogram of nanosecond values.
 pub struct Histogram {
     buckets: Box<[AtomicU64]>,
-    count: AtomicU64,
     sum: AtomicU64,
     max: AtomicU64,
 }
@@ -25,7 +24,6 @@ impl Default for Histogram {
     fn default() -> Self {
         Histogram {
             buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
-            count: AtomicU64::new(0),
             sum: AtomicU64::new(0),
             max: AtomicU64::new(0),
         }
@@ -72,12 +70,14 @@ pub struct Summary {
 }
 
 impl Histogram {
-    /// Record one value.
+    /// Record one value: two atomic adds (the count is the buckets' sum;
+    /// the maximum is only written when it grows).
     pub fn record(&self, v: u64) {
         self.buckets[bucket_of(v)].fetch_add(1, Relaxed);
-        self.count.fetch_add(1, Relaxed);
         self.sum.fetch_add(v, Relaxed);
-        self.max.fetch_max(v, Relaxed);
+        if v > self.max.load(Relaxed) {
+            self.max.fetch_max(v, Relaxed);
+        }
     }
 
     /// Forget everything.
@@ -85,9 +85,41 @@ impl Histogram {
         for b in self.buckets.iter() {
             b.store(0, Relaxed);
         }
-        self.count.store(0, Relaxed);
         self.sum.store(0, Relaxed);
         self.max.store(0, Relaxed);
+    }
+
+    /// Values recorded.
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().map(|b| b.load(Relaxed)).sum()
+    }
+
+    /// `(upper bound, cumulative count)` at each power of two from 2^lo
+    /// to 2^hi ns (bucket boundaries, so exact), then `(u64::MAX, total)`:
+    /// a Prometheus histogram's `le` buckets.
+    pub fn cumulative_pow2(&self, lo: u32, hi: u32) -> Vec<(u64, u64)> {
+        let counts: Vec<u64> = self.buckets.iter().map(|b| b.load(Relaxed)).collect();
+        let mut out = Vec::new();
+        let mut cum = 0u64;
+        let mut i = 0usize;
+        for e in lo..=hi.min(63) {
+            // Everything below 2^e: buckets up to the one holding 2^e - 1.
+            let bound = (1u64 << e) - 1;
+            let last = bucket_of(bound);
+            while i <= last {
+                cum += counts[i];
+                i += 1;
+            }
+            out.push((bound, cum));
+        }
+        let total = cum + counts[i..].iter().sum::<u64>();
+        out.push((u64::MAX, total));
+        out
+    }
+
+    /// Sum of the values recorded (for a mean).
+    pub fn sum(&self) -> u64 {
+        self.sum.load(Relaxed)
     }
 
     /// Value at quantile `q` (0..=1): the upper bound of the bucket holding it.
@@ -110,7 +142,7 @@ impl Histogram {
 
     /// Count, mean and the usual percentiles.
     pub fn summary(&self) -> Summary {
-        let count = self.count.load(Relaxed);
+        let count = self.count();
         Summary {
             count,
             mean_ns: if count == 0 {

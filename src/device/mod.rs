@@ -244,7 +244,7 @@ impl Device {
         debug_assert_eq!(ssd.capacity(), capacity);
         let store = match &opts.data {
             DataLocation::File(p) => Store::open_file(p, capacity)?,
-            DataLocation::Memory => Store::memory(capacity),
+            DataLocation::Memory => Store::memory(capacity)?,
         };
         Ok(Device {
             serial: serial_for(&opts.profile, store.path()),

@@ -139,9 +139,11 @@ impl IoCounters {
                 self.trim_requested_bytes.fetch_add(bytes, Relaxed);
             }
         }
-        self.trim_freed_bytes.fetch_add(trim.freed_bytes, Relaxed);
-        self.trim_unmapped_bytes
-            .fetch_add(trim.already_unmapped_bytes, Relaxed);
+        if trim != TrimOutcome::default() {
+            self.trim_freed_bytes.fetch_add(trim.freed_bytes, Relaxed);
+            self.trim_unmapped_bytes
+                .fetch_add(trim.already_unmapped_bytes, Relaxed);
+        }
     }
 
     fn report(&self) -> IoReport {

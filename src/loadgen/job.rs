@@ -79,6 +79,8 @@ pub struct Job {
     pub seed: u64,
     /// Use indirect descriptors (when the backend offers them).
     pub indirect: bool,
+    /// Requests per queue after which it stops (fio's `io_size` / bs).
+    pub io_limit: Option<u64>,
 }
 
 impl Job {

@@ -73,6 +73,10 @@ pub struct LoadgenArgs {
     /// First byte of the disk to use.
     #[arg(long, value_name = "SIZE", default_value = "0", value_parser = parse_size)]
     pub offset: u64,
+    /// Stop each queue after it has transferred this many bytes (fio's
+    /// `io_size`, per queue), or at `--runtime`, whichever comes first.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub io_size: Option<u64>,
     /// Check data: writes carry self-describing blocks, reads are checked
     /// against what this run last wrote there (or, for blocks it did not
     /// write, against their own header: zeros or an earlier `--verify`
@@ -250,6 +254,7 @@ pub fn run_job(args: &LoadgenArgs) -> Result<Report, LoadgenError> {
         verify: args.verify,
         seed: args.seed,
         indirect,
+        io_limit: args.io_size.map(|b| b.div_ceil(args.bs)),
     };
     let slots_base = d.alloc(per_queue * u64::from(args.queues)).map_err(drv)?;
     let mem = d.memory().clone();
@@ -312,6 +317,7 @@ pub fn run_job(args: &LoadgenArgs) -> Result<Report, LoadgenError> {
         }
     });
     let (results, vqs) = outcome?;
+    let finished = monotonic_ns().min(window.end_ns);
     d.return_queues(vqs);
     let backend = report::BackendReport {
         socket: args.socket.display().to_string(),
@@ -322,7 +328,7 @@ pub fn run_job(args: &LoadgenArgs) -> Result<Report, LoadgenError> {
         indirect,
         queue_size: qsize,
     };
-    let measured = (window.end_ns - window.start_ns) as f64 / 1e9;
+    let measured = finished.saturating_sub(window.start_ns) as f64 / 1e9;
     Ok(report::build(&job, backend, &results, measured))
 }
 

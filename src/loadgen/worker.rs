@@ -119,6 +119,7 @@ pub struct Worker<'a> {
     gens: Option<GenTable>,
     rng: Rng,
     cursor: u64,
+    submitted: u64,
     phase: Phase,
     read_pct: u64,
     buf: Vec<u8>,
@@ -172,6 +173,7 @@ impl<'a> Worker<'a> {
             gens,
             rng,
             cursor: 0,
+            submitted: 0,
             phase: Phase::Timed,
             read_pct: u64::from(job.rw.read_percent(job.rwmixread)),
             buf: vec![0; job.bs as usize],
@@ -295,6 +297,9 @@ impl<'a> Worker<'a> {
                 None
             }
             Phase::Timed => {
+                if self.job.io_limit.is_some_and(|n| self.submitted >= n) {
+                    return None;
+                }
                 let write = self.read_pct < 100
                     && (self.read_pct == 0 || self.rng.below(100) >= self.read_pct);
                 let busy = |b: u64, g: &Option<GenTable>| g.as_ref().is_some_and(|g| g.busy(b));
@@ -325,6 +330,9 @@ impl<'a> Worker<'a> {
         let Some((write, block)) = self.next_op() else {
             return Ok(false);
         };
+        if matches!(self.phase, Phase::Timed) {
+            self.submitted += 1;
+        }
         let bs = self.job.bs;
         let offset = self.lo + block * bs;
         let base = self.slots[s].base;

@@ -246,19 +246,19 @@ impl BlkBackend {
         let lim = &self.inner.config.limits;
         let mut used = false;
         let mut descs: Vec<Desc> = Vec::with_capacity(8);
+        // One memory guard for the whole batch (a new table applies from
+        // the next kick).
+        let mem = atomic.memory();
+        let mem: &GuestMemoryMmap = &mem;
         loop {
             if event_idx && let Err(e) = vring.disable_notification() {
                 debug!("disable_notification: {e:?}");
             }
             let mut n = 0u32;
             loop {
-                let mem = atomic.memory();
                 // Bound the guard to this statement (holding it while
                 // completing would deadlock on the vring lock).
-                let chain = vring
-                    .get_mut()
-                    .get_queue_mut()
-                    .pop_descriptor_chain(mem.clone());
+                let chain = vring.get_mut().get_queue_mut().pop_descriptor_chain(mem);
                 let Some(chain) = chain else { break };
                 let head = chain.head_index();
                 descs.clear();
@@ -267,7 +267,7 @@ impl BlkBackend {
                     len: d.len(),
                     write_only: d.is_write_only(),
                 }));
-                let mut job = Job::parse(&mem, head, &descs, lim);
+                let mut job = Job::parse(mem, head, &descs, lim);
                 n += 1;
                 if job.is_slow() {
                     let weak = Arc::downgrade(&self.inner);
@@ -284,7 +284,7 @@ impl BlkBackend {
                         Err((_, j)) => job = j,
                     }
                 }
-                let done = execute(dev, self.conn(), &mem, lim, job);
+                let done = execute(dev, self.conn(), mem, lim, job);
                 let now = dev.now_ns();
                 if done.due_ns() <= now || self.draining() {
                     self.complete(vring, done, now);
