@@ -692,3 +692,69 @@ fn large_discard_reads_zeros_at_once_and_later_writes_survive() {
     drop(d);
     serve.stop_ok();
 }
+
+/// `serve --metrics`: Prometheus text over HTTP with the numbers of `ctl stats`.
+#[test]
+fn metrics_endpoint_serves_the_ctl_stats_numbers() {
+    use std::io::{Read, Write};
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let dir = scratch_dir();
+    let serve = Serve::start(
+        dir.path(),
+        &[
+            "--profile",
+            "instant",
+            "--capacity",
+            "64M",
+            "--memory",
+            "--metrics",
+            &addr,
+        ],
+    );
+    let (ok, _) = loadgen(
+        &serve.socket,
+        &["--rw", "randwrite", "--iodepth", "4", "--runtime", "0.3"],
+    );
+    assert!(ok);
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+    let rep = serve.report();
+    let line = format!(
+        "vssd_host_written_bytes_total {}",
+        rep.counters.host_written_bytes
+    );
+    assert!(text.contains(&line), "{line} not in\n{text}");
+    assert!(text.contains("vssd_lateness_seconds_bucket"), "{text}");
+    assert!(
+        text.contains("vssd_process_resident_memory_bytes"),
+        "{text}"
+    );
+    // Anything else is a 404; a non-loopback address is refused at start.
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    s.write_all(b"GET /nope HTTP/1.1\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    assert!(text.starts_with("HTTP/1.1 404"), "{text}");
+    serve.stop_ok();
+    let out = std::process::Command::new(common::serve::VSSD)
+        .args(["serve", "--profile", "instant", "--memory", "--socket"])
+        .arg(dir.path().join("x.sock"))
+        .args(["--metrics", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not a loopback address"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

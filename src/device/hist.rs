@@ -94,26 +94,26 @@ impl Histogram {
         self.buckets.iter().map(|b| b.load(Relaxed)).sum()
     }
 
-    /// `(upper bound, cumulative count)` at each power of two from 2^lo
-    /// to 2^hi ns (bucket boundaries, so exact), then `(u64::MAX, total)`:
-    /// a Prometheus histogram's `le` buckets.
-    pub fn cumulative_pow2(&self, lo: u32, hi: u32) -> Vec<(u64, u64)> {
+    /// Coarse buckets for export: `(upper bound, count)` for the values up
+    /// to 2^lo - 1, then each power of two up to 2^hi - 1 ns (bucket
+    /// boundaries here, so the counts are exact), then `(u64::MAX, rest)`.
+    /// Per bucket, not cumulative.
+    pub fn pow2_buckets(&self, lo: u32, hi: u32) -> Vec<(u64, u64)> {
         let counts: Vec<u64> = self.buckets.iter().map(|b| b.load(Relaxed)).collect();
         let mut out = Vec::new();
-        let mut cum = 0u64;
         let mut i = 0usize;
-        for e in lo..=hi.min(63) {
-            // Everything below 2^e: buckets up to the one holding 2^e - 1.
+        for e in lo.max(1)..=hi.min(63) {
+            // Values below 2^e: the buckets up to the one holding 2^e - 1.
             let bound = (1u64 << e) - 1;
             let last = bucket_of(bound);
+            let mut n = 0;
             while i <= last {
-                cum += counts[i];
+                n += counts[i];
                 i += 1;
             }
-            out.push((bound, cum));
+            out.push((bound, n));
         }
-        let total = cum + counts[i..].iter().sum::<u64>();
-        out.push((u64::MAX, total));
+        out.push((u64::MAX, counts[i..].iter().sum()));
         out
     }
 
@@ -190,6 +190,10 @@ mod tests {
         assert_eq!(s.max_ns, 1_000_000);
         assert!((450_000..=560_000).contains(&s.p50_ns), "{s:?}");
         assert!((980_000..=1_000_000).contains(&s.p99_ns), "{s:?}");
+        let b = h.pow2_buckets(10, 20);
+        assert_eq!(b.iter().map(|x| x.1).sum::<u64>(), 1000);
+        assert_eq!(b[0], (1023, 1), "1000 ns is below 2^10");
+        assert_eq!(b.last().unwrap().0, u64::MAX);
         h.reset();
         assert_eq!(h.summary().count, 0);
         assert_eq!(h.quantile(0.5), 0);

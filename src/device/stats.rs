@@ -248,6 +248,12 @@ impl Stats {
         &self.lateness
     }
 
+    /// The modelled and delivered latency histograms of `op`.
+    pub fn latency(&self, op: OpKind) -> (&Histogram, &Histogram) {
+        let s = &self.ops[op as usize];
+        (&s.modelled, &s.delivered)
+    }
+
     fn record(&self, p: &Pending, delivered_ns: u64) {
         let s = &self.ops[p.op as usize];
         s.cmds.fetch_add(1, Relaxed);

@@ -105,6 +105,14 @@ pub struct ServeArgs {
     /// Seed of the model's random choices.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Serve the drive's statistics in the Prometheus text format at
+    /// `http://ADDR/metrics` (e.g. `127.0.0.1:9187`): counters, latency
+    /// and lateness histograms, the same numbers as `vssd ctl stats`.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<std::net::SocketAddr>,
+    /// Allow `--metrics` on an address other than loopback.
+    #[arg(long)]
+    pub metrics_listen_any: bool,
 }
 
 impl ServeArgs {
@@ -170,6 +178,9 @@ pub enum ServeError {
     /// Thread, signal or eventfd setup failed.
     #[error("daemon setup")]
     Setup(#[source] io::Error),
+    /// The metrics listener cannot be set up.
+    #[error(transparent)]
+    Metrics(#[from] crate::metrics::MetricsError),
 }
 
 /// Bind every `--nbd` address (unix sockets private, then given their mode).
@@ -296,6 +307,9 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
     let nbd_listeners = bind_nbd(&args, socket_mode, gid)?;
     let ctl_listener = bind_private(&control, || UnixListener::bind(&control))?;
 
+    if let Some(addr) = args.metrics {
+        crate::metrics::spawn(addr, args.metrics_listen_any, &device)?;
+    }
     server::spawn(ctl_listener, device.clone()).map_err(ServeError::Setup)?;
     spawn_sampler(&device).map_err(ServeError::Setup)?;
     let nbd = NbdServer::new(args.timing());
