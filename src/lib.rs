@@ -10,6 +10,7 @@
 //!   QEMU and `vssd demo`; the daemon's core never depends on it;
 //! - [`model`]: the pure, deterministic FTL + timing model;
 //! - [`profile`]: TOML drive profiles and built-in presets;
+//! - [`metrics`]: the drive's statistics for Prometheus (`serve --metrics`);
 //! - [`cli_out`], [`size`]: how commands write to stdout and end; size strings.
 
 pub mod calibrate;
@@ -20,6 +21,7 @@ pub mod frontend;
 #[cfg(feature = "kit")]
 pub mod kit;
 pub mod loadgen;
+pub mod metrics;
 pub mod model;
 pub mod profile;
 pub mod serve;

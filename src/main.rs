@@ -45,6 +45,8 @@ enum Cmd {
     Sim(vssd::sim::SimArgs),
     /// Compare a profile's simulated figures with its published spec sheet.
     Calibrate(vssd::calibrate::CalibrateArgs),
+    /// Drive a vhost-user-blk backend (vssd serve, qemu-storage-daemon) without a guest and measure it.
+    Loadgen(vssd::loadgen::LoadgenArgs),
 }
 
 #[derive(Subcommand)]
@@ -145,6 +147,7 @@ fn main() -> ExitCode {
         Cmd::Demo(a) => vssd::kit::demo::run(a).map_err(Into::into),
         Cmd::Serve(a) => vssd::serve::run(a).map_err(Into::into),
         Cmd::Ctl(a) => vssd::ctl::run(a).map_err(Into::into),
+        Cmd::Loadgen(a) => vssd::loadgen::run(a).map_err(Into::into),
     };
     match cli_out::finish(r) {
         cli_out::Exit::Success => ExitCode::SUCCESS,

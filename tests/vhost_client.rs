@@ -412,3 +412,349 @@ fn backing_file_full_is_an_error_status_and_a_warning() {
         "{log}"
     );
 }
+
+/// `vssd loadgen ARGS --json` against `socket`: (exit status, parsed report).
+fn loadgen(socket: &std::path::Path, args: &[&str]) -> (bool, serde_json::Value) {
+    let out = std::process::Command::new(common::serve::VSSD)
+        .arg("loadgen")
+        .arg("--socket")
+        .arg(socket)
+        .args(args)
+        .arg("--json")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("running vssd loadgen");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v = serde_json::from_str(&text).unwrap_or_else(|e| {
+        panic!(
+            "loadgen printed no JSON ({e}):\n{text}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.success(), v)
+}
+
+/// The load generator with `--verify` at QD 32 on 2 queues, mixed random
+/// reads and writes, against a timed profile: every block read back is
+/// what was last written there, no request fails, nothing is left in flight.
+#[test]
+fn loadgen_verifies_data_at_qd32_on_two_queues() {
+    let dir = scratch_dir();
+    let serve = Serve::start(
+        dir.path(),
+        &[
+            "--profile",
+            "sata-mlc-2011",
+            "--capacity",
+            "1G",
+            "--memory",
+            "--queues",
+            "2",
+        ],
+    );
+    for rw in ["randrw", "write"] {
+        let (ok, r) = loadgen(
+            &serve.socket,
+            &[
+                "--rw",
+                rw,
+                "--bs",
+                "16k",
+                "--iodepth",
+                "32",
+                "--queues",
+                "2",
+                "--runtime",
+                "1.5",
+                "--size",
+                "32M",
+                "--verify",
+            ],
+        );
+        let j = &r["jobs"][0];
+        assert!(ok, "{rw}: loadgen failed: {j:#}");
+        assert_eq!(j["error"], 0, "{j:#}");
+        assert_eq!(j["io_errors"], 0, "{j:#}");
+        let v = &j["verify"];
+        assert_eq!(v["errors"], 0, "{v:#}");
+        assert!(v["pass_checked"].as_u64().unwrap() > 0, "{v:#}");
+        assert!(j["write"]["total_ios"].as_u64().unwrap() > 0, "{j:#}");
+        assert_eq!(r["backend"]["num_queues"], 2);
+    }
+    // A read-only pass of the same region checks the blocks by their headers.
+    let (ok, r) = loadgen(
+        &serve.socket,
+        &[
+            "--rw",
+            "read",
+            "--bs",
+            "16k",
+            "--iodepth",
+            "32",
+            "--queues",
+            "2",
+            "--runtime",
+            "0.5",
+            "--size",
+            "32M",
+            "--verify",
+        ],
+    );
+    let v = &r["jobs"][0]["verify"];
+    assert!(ok && v["errors"] == 0, "{v:#}");
+    assert_eq!(v["unverifiable"], 0, "{v:#}");
+    // A block copied elsewhere (misdirected write) is caught.
+    let mut d = BlkDriver::connect(&serve.socket, &DriverOptions::default()).unwrap();
+    let s = Scratch::new(&mut d, 16 << 10).unwrap();
+    let a = blk::run(
+        &mut d,
+        0,
+        &s,
+        &BlkOp::Read {
+            sector: 0,
+            len: 16 << 10,
+        },
+        T,
+    )
+    .unwrap();
+    let w = BlkOp::Write {
+        sector: 32,
+        data: a.data,
+    };
+    assert_eq!(blk::run(&mut d, 0, &s, &w, T).unwrap().status, OK);
+    drop(d);
+    let (ok, r) = loadgen(
+        &serve.socket,
+        &[
+            "--rw",
+            "read",
+            "--bs",
+            "16k",
+            "--iodepth",
+            "4",
+            "--runtime",
+            "0.5",
+            "--size",
+            "32M",
+            "--verify",
+        ],
+    );
+    let v = &r["jobs"][0]["verify"];
+    assert!(!ok && v["errors"].as_u64().unwrap() > 0, "{v:#}");
+    assert!(
+        v["first_errors"][0]
+            .as_str()
+            .unwrap()
+            .contains("block at 16384"),
+        "{v:#}"
+    );
+    let rep = serve.report();
+    assert_eq!(rep.connection.in_flight, 0);
+    assert_eq!(rep.connection.rejected, 0);
+    serve.stop_ok();
+}
+
+/// `loadgen --malformed`: out-of-range sectors, bad descriptor layouts,
+/// unknown types, oversized segments each get their status, and the
+/// daemon serves a valid request after each one.
+#[test]
+fn loadgen_malformed_requests_are_refused_and_the_daemon_keeps_serving() {
+    let dir = scratch_dir();
+    let mut serve = Serve::start(
+        dir.path(),
+        &[
+            "--profile",
+            "instant",
+            "--capacity",
+            "64M",
+            "--memory",
+            "--queues",
+            "2",
+        ],
+    );
+    let (ok, r) = loadgen(&serve.socket, &["--malformed", "--queues", "2"]);
+    assert!(ok, "{r:#}");
+    assert_eq!(r["passed"], true, "{r:#}");
+    let cases = r["cases"].as_array().unwrap();
+    assert!(cases.len() >= 20, "{r:#}");
+    for c in cases {
+        assert_eq!(c["ok"], true, "{c:#}");
+        assert_eq!(c["still_serving"], true, "{c:#}");
+        let want = match c["expected"].as_str().unwrap() {
+            "unsupported" => Some(VIRTIO_BLK_S_UNSUPP as u64),
+            "io_error" => Some(VIRTIO_BLK_S_IOERR as u64),
+            _ => None,
+        };
+        if let Some(w) = want {
+            assert_eq!(c["status"].as_u64(), Some(w), "{c:#}");
+        }
+    }
+    assert!(serve.alive());
+    let rep = serve.report();
+    assert_eq!(rep.connection.in_flight, 0);
+    assert!(
+        rep.connection.rejected >= cases.len() as u64 - 5,
+        "{:?}",
+        rep.connection
+    );
+    serve.stop_ok();
+}
+
+/// A whole-disk discard on a file-backed drive: its holes are punched off
+/// the request's path, yet the range reads as zeros at once, a write into
+/// it afterwards is never undone by the late punching, and a FLUSH waits
+/// for the punching (the file's blocks are freed by then).
+#[test]
+fn large_discard_reads_zeros_at_once_and_later_writes_survive() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = scratch_dir();
+    let img = dir.path().join("disk.img");
+    let img_s = img.to_str().unwrap().to_string();
+    let serve = Serve::start(
+        dir.path(),
+        &[
+            "--profile",
+            "sata-mlc-2011",
+            "--capacity",
+            "2G",
+            "--backing",
+            &img_s,
+        ],
+    );
+    let (ok, r) = loadgen(
+        &serve.socket,
+        &[
+            "--rw",
+            "write",
+            "--bs",
+            "1M",
+            "--iodepth",
+            "8",
+            "--runtime",
+            "120",
+            "--io-size",
+            "1G",
+        ],
+    );
+    assert!(ok, "{r:#}");
+    let filled = std::fs::metadata(&img).unwrap().blocks() * 512;
+    assert!(filled >= 1 << 30, "{filled}");
+
+    let mut d = BlkDriver::connect(&serve.socket, &DriverOptions::default()).unwrap();
+    let s = Scratch::new(&mut d, 2 << 20).unwrap();
+    let gib = (1u64 << 30) / 512;
+    let r = blk::run(
+        &mut d,
+        0,
+        &s,
+        &BlkOp::Discard(vec![(0, gib as u32), (gib, gib as u32)]),
+        T,
+    )
+    .unwrap();
+    assert_eq!(r.status, OK);
+    for sector in [0u64, 8, 1 << 20, (1 << 21) - 8] {
+        let r = blk::run(&mut d, 0, &s, &BlkOp::Read { sector, len: 4096 }, T).unwrap();
+        assert_eq!(r.status, OK);
+        assert!(r.data.iter().all(|&b| b == 0), "sector {sector} not zero");
+    }
+    let data = pattern(1 << 20, 9);
+    let w = BlkOp::Write {
+        sector: 1 << 20,
+        data: data.clone(),
+    };
+    assert_eq!(blk::run(&mut d, 0, &s, &w, T).unwrap().status, OK);
+    assert_eq!(
+        blk::run(&mut d, 0, &s, &BlkOp::Flush, T).unwrap().status,
+        OK
+    );
+    let r = blk::run(
+        &mut d,
+        0,
+        &s,
+        &BlkOp::Read {
+            sector: (1 << 20) - 8,
+            len: (1 << 20) + 8192,
+        },
+        T,
+    );
+    let r = r.unwrap();
+    assert!(r.data[..4096].iter().all(|&b| b == 0));
+    assert!(
+        r.data[4096..4096 + (1 << 20)] == data[..],
+        "the write was undone"
+    );
+    assert!(r.data[4096 + (1 << 20)..].iter().all(|&b| b == 0));
+    let left = std::fs::metadata(&img).unwrap().blocks() * 512;
+    assert!(
+        left < 4 << 20,
+        "{left} bytes still allocated after the flush"
+    );
+    drop(d);
+    serve.stop_ok();
+}
+
+/// `serve --metrics`: Prometheus text over HTTP with the numbers of `ctl stats`.
+#[test]
+fn metrics_endpoint_serves_the_ctl_stats_numbers() {
+    use std::io::{Read, Write};
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let dir = scratch_dir();
+    let serve = Serve::start(
+        dir.path(),
+        &[
+            "--profile",
+            "instant",
+            "--capacity",
+            "64M",
+            "--memory",
+            "--metrics",
+            &addr,
+        ],
+    );
+    let (ok, _) = loadgen(
+        &serve.socket,
+        &["--rw", "randwrite", "--iodepth", "4", "--runtime", "0.3"],
+    );
+    assert!(ok);
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+    let rep = serve.report();
+    let line = format!(
+        "vssd_host_written_bytes_total {}",
+        rep.counters.host_written_bytes
+    );
+    assert!(text.contains(&line), "{line} not in\n{text}");
+    assert!(text.contains("vssd_lateness_seconds_bucket"), "{text}");
+    assert!(
+        text.contains("vssd_process_resident_memory_bytes"),
+        "{text}"
+    );
+    // Anything else is a 404; a non-loopback address is refused at start.
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    s.write_all(b"GET /nope HTTP/1.1\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    assert!(text.starts_with("HTTP/1.1 404"), "{text}");
+    serve.stop_ok();
+    let out = std::process::Command::new(common::serve::VSSD)
+        .args(["serve", "--profile", "instant", "--memory", "--socket"])
+        .arg(dir.path().join("x.sock"))
+        .args(["--metrics", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not a loopback address"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

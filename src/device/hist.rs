@@ -16,7 +16,6 @@ const BUCKETS: usize = LINEAR + (64 - (SUB_BITS as usize + 1)) * SUB;
 /// A histogram of nanosecond values.
 pub struct Histogram {
     buckets: Box<[AtomicU64]>,
-    count: AtomicU64,
     sum: AtomicU64,
     max: AtomicU64,
 }
@@ -25,7 +24,6 @@ impl Default for Histogram {
     fn default() -> Self {
         Histogram {
             buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
-            count: AtomicU64::new(0),
             sum: AtomicU64::new(0),
             max: AtomicU64::new(0),
         }
@@ -72,12 +70,14 @@ pub struct Summary {
 }
 
 impl Histogram {
-    /// Record one value.
+    /// Record one value: two atomic adds (the count is the buckets' sum;
+    /// the maximum is only written when it grows).
     pub fn record(&self, v: u64) {
         self.buckets[bucket_of(v)].fetch_add(1, Relaxed);
-        self.count.fetch_add(1, Relaxed);
         self.sum.fetch_add(v, Relaxed);
-        self.max.fetch_max(v, Relaxed);
+        if v > self.max.load(Relaxed) {
+            self.max.fetch_max(v, Relaxed);
+        }
     }
 
     /// Forget everything.
@@ -85,9 +85,41 @@ impl Histogram {
         for b in self.buckets.iter() {
             b.store(0, Relaxed);
         }
-        self.count.store(0, Relaxed);
         self.sum.store(0, Relaxed);
         self.max.store(0, Relaxed);
+    }
+
+    /// Values recorded.
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().map(|b| b.load(Relaxed)).sum()
+    }
+
+    /// Coarse buckets for export: `(upper bound, count)` for the values up
+    /// to 2^lo - 1, then each power of two up to 2^hi - 1 ns (bucket
+    /// boundaries here, so the counts are exact), then `(u64::MAX, rest)`.
+    /// Per bucket, not cumulative.
+    pub fn pow2_buckets(&self, lo: u32, hi: u32) -> Vec<(u64, u64)> {
+        let counts: Vec<u64> = self.buckets.iter().map(|b| b.load(Relaxed)).collect();
+        let mut out = Vec::new();
+        let mut i = 0usize;
+        for e in lo.max(1)..=hi.min(63) {
+            // Values below 2^e: the buckets up to the one holding 2^e - 1.
+            let bound = (1u64 << e) - 1;
+            let last = bucket_of(bound);
+            let mut n = 0;
+            while i <= last {
+                n += counts[i];
+                i += 1;
+            }
+            out.push((bound, n));
+        }
+        out.push((u64::MAX, counts[i..].iter().sum()));
+        out
+    }
+
+    /// Sum of the values recorded (for a mean).
+    pub fn sum(&self) -> u64 {
+        self.sum.load(Relaxed)
     }
 
     /// Value at quantile `q` (0..=1): the upper bound of the bucket holding it.
@@ -110,7 +142,7 @@ impl Histogram {
 
     /// Count, mean and the usual percentiles.
     pub fn summary(&self) -> Summary {
-        let count = self.count.load(Relaxed);
+        let count = self.count();
         Summary {
             count,
             mean_ns: if count == 0 {
@@ -158,6 +190,10 @@ mod tests {
         assert_eq!(s.max_ns, 1_000_000);
         assert!((450_000..=560_000).contains(&s.p50_ns), "{s:?}");
         assert!((980_000..=1_000_000).contains(&s.p99_ns), "{s:?}");
+        let b = h.pow2_buckets(10, 20);
+        assert_eq!(b.iter().map(|x| x.1).sum::<u64>(), 1000);
+        assert_eq!(b[0], (1023, 1), "1000 ns is below 2^10");
+        assert_eq!(b.last().unwrap().0, u64::MAX);
         h.reset();
         assert_eq!(h.summary().count, 0);
         assert_eq!(h.quantile(0.5), 0);

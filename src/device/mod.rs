@@ -206,6 +206,17 @@ pub struct Device {
     trim_log: TrimLog,
 }
 
+/// Resident memory of this process (`/proc/self/statm`), bytes; 0 if unknown.
+pub fn rss_bytes() -> u64 {
+    let pages = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .unwrap_or(0);
+    // SAFETY: sysconf only reads a configuration value.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    pages * u64::try_from(page).unwrap_or(4096)
+}
+
 /// The 20-byte serial: stable for a profile, capacity and backing file.
 pub fn serial_for(profile: &Profile, backing: Option<&Path>) -> [u8; 20] {
     let mut a = crc32fast::Hasher::new();
@@ -244,7 +255,7 @@ impl Device {
         debug_assert_eq!(ssd.capacity(), capacity);
         let store = match &opts.data {
             DataLocation::File(p) => Store::open_file(p, capacity)?,
-            DataLocation::Memory => Store::memory(capacity),
+            DataLocation::Memory => Store::memory(capacity)?,
         };
         Ok(Device {
             serial: serial_for(&opts.profile, store.path()),
@@ -617,7 +628,10 @@ impl Device {
 
     /// Everything `vssd ctl stats` shows.
     pub fn report(&self) -> StatsReport {
-        let counters = self.counters();
+        let (counters, model_bytes) = {
+            let m = self.lock();
+            (m.ssd.counters(), m.ssd.memory_bytes() as u64)
+        };
         StatsReport {
             drive: DriveReport {
                 profile: self.profile.name.clone(),
@@ -626,6 +640,9 @@ impl Device {
                 allocated_bytes: self.store.allocated_bytes(),
                 serial: String::from_utf8_lossy(&self.serial).into_owned(),
                 stopped: self.stopped().map(str::to_string),
+                model_bytes,
+                rss_bytes: rss_bytes(),
+                pending_zero_bytes: self.store.pending_zero_bytes(),
             },
             connection: self.stats.connection_report(),
             frontends: self.stats.frontends_report(),

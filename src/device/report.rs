@@ -131,6 +131,16 @@ pub struct DriveReport {
     /// Why the drive stopped serving I/O, if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped: Option<String>,
+    /// Heap bytes of the model's state (mapping tables, block table).
+    #[serde(default)]
+    pub model_bytes: u64,
+    /// Resident memory of the whole daemon process, bytes.
+    #[serde(default)]
+    pub rss_bytes: u64,
+    /// Bytes discarded but not yet zeroed in the backing file (they read
+    /// as zeros already; FLUSH waits for them).
+    #[serde(default)]
+    pub pending_zero_bytes: u64,
 }
 
 /// Write amplification over a recent window.

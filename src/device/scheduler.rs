@@ -29,6 +29,54 @@ pub fn lower_timer_slack() {
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
 }
 
+/// How the threads that deliver completions wait for their time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    /// Run them `SCHED_FIFO` (see `vssd serve --realtime`).
+    pub realtime: bool,
+    /// Spin (polling the clock, and the ring for vhost-user) instead of
+    /// sleeping when the next completion is due within this many ns; the
+    /// timer is armed this much early. 0: always sleep.
+    pub spin_ns: u64,
+}
+
+/// Default spin margin (`vssd serve --spin-us`).
+pub const DEFAULT_SPIN_NS: u64 = 50_000;
+
+impl Default for Timing {
+    fn default() -> Self {
+        Timing {
+            realtime: false,
+            spin_ns: DEFAULT_SPIN_NS,
+        }
+    }
+}
+
+impl Timing {
+    /// Set up the calling thread to deliver completions: timer slack of
+    /// 1 ns, and `SCHED_FIFO` priority 1 with `realtime`.
+    pub fn setup_thread(&self) {
+        lower_timer_slack();
+        if self.realtime {
+            set_realtime();
+        }
+    }
+}
+
+/// Put the calling thread in `SCHED_FIFO` at the lowest real-time priority,
+/// so it preempts ordinary threads (QEMU's vCPUs) when a completion is due.
+pub fn set_realtime() {
+    let param = libc::sched_param { sched_priority: 1 };
+    // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param.
+    let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+    if r != 0 {
+        log::warn!(
+            "--realtime: cannot use SCHED_FIFO: {}",
+            io::Error::last_os_error()
+        );
+    }
+}
+
 /// A one-shot timerfd on `CLOCK_MONOTONIC` with absolute deadlines.
 #[derive(Debug)]
 pub struct Timer {

@@ -139,9 +139,11 @@ impl IoCounters {
                 self.trim_requested_bytes.fetch_add(bytes, Relaxed);
             }
         }
-        self.trim_freed_bytes.fetch_add(trim.freed_bytes, Relaxed);
-        self.trim_unmapped_bytes
-            .fetch_add(trim.already_unmapped_bytes, Relaxed);
+        if trim != TrimOutcome::default() {
+            self.trim_freed_bytes.fetch_add(trim.freed_bytes, Relaxed);
+            self.trim_unmapped_bytes
+                .fetch_add(trim.already_unmapped_bytes, Relaxed);
+        }
     }
 
     fn report(&self) -> IoReport {
@@ -244,6 +246,12 @@ impl Stats {
     /// The lateness histogram (delivered − modelled completion).
     pub fn lateness(&self) -> &Histogram {
         &self.lateness
+    }
+
+    /// The modelled and delivered latency histograms of `op`.
+    pub fn latency(&self, op: OpKind) -> (&Histogram, &Histogram) {
+        let s = &self.ops[op as usize];
+        (&s.modelled, &s.delivered)
     }
 
     fn record(&self, p: &Pending, delivered_ns: u64) {

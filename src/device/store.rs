@@ -4,15 +4,35 @@
 //! address, so nothing the model does can alter it. Buffers are
 //! [`VolatileSlice`]s (guest memory, or ordinary memory in tests and other
 //! frontends), so guest data goes to the file with one `preadv`/`pwritev`.
+//!
+//! - **Memory** ([`Store::memory`]): one anonymous `MAP_NORESERVE` mapping
+//!   the size of the drive. The kernel allocates it a 4 KiB page at a
+//!   time on first write; a bitmap (itself a lazily allocated mapping, one
+//!   bit per page) says which pages were written, so reads of the rest
+//!   copy zeros without touching the mapping, and discarded whole pages
+//!   are handed back (`MADV_DONTNEED`). No lock on the data path.
+//! - **File** ([`Store::open_file`]): discards and write-zeroes of more
+//!   than [`SYNC_ZERO_MAX`] bytes do not punch holes on the request's path:
+//!   the range is recorded as *pending* ([`Holes`]) and a background
+//!   thread punches it in pieces of [`PIECE`]. Until then the store itself
+//!   answers for it: a read zeroes the parts of its buffers that are
+//!   pending (the pending set is sampled before the `preadv`, so a range
+//!   punched meanwhile reads as zeros from the file), and a write first
+//!   takes its range out of the pending set (waiting for a piece being
+//!   punched under it), so a late punch never erases newer data.
+//!   [`Store::sync`] waits for pending punches before `fdatasync`, so a
+//!   FLUSH makes earlier discards durable too.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
+use log::warn;
 use thiserror::Error;
 use vm_memory::VolatileSlice;
 
@@ -56,59 +76,382 @@ pub enum StoreError {
         #[source]
         source: io::Error,
     },
+    /// The address space for an in-memory drive could not be reserved.
+    #[error(
+        "cannot reserve {size} bytes of address space for an in-memory drive \
+         (vm.overcommit_memory=2? use a backing file instead)"
+    )]
+    Reserve {
+        /// Bytes asked for.
+        size: u64,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
 }
 
-/// Memory store granule.
-const CHUNK: u64 = 64 * 1024;
-const SHARDS: usize = 64;
-static ZEROS: [u8; CHUNK as usize] = [0; CHUNK as usize];
+/// Memory store page: the allocation granule.
+pub const PAGE: u64 = 4096;
+/// Discards and write-zeroes up to this size are done on the request's path.
+pub const SYNC_ZERO_MAX: u64 = 1 << 20;
+/// The background thread punches at most this much at a time (a write to
+/// the range being punched waits for it).
+pub const PIECE: u64 = 16 << 20;
 
-/// Split `bufs`, laid out from `offset`, at memory-chunk boundaries and call
-/// `f(chunk index, offset within the chunk, piece)` for each piece in order.
-fn chunk_walk(
-    offset: u64,
-    bufs: &[VolatileSlice<'_>],
-    mut f: impl FnMut(u64, usize, VolatileSlice<'_>),
-) -> io::Result<()> {
-    let mut off = offset;
-    for b in bufs {
-        let mut done = 0usize;
-        while done < b.len() {
-            let idx = off / CHUNK;
-            let within = (off % CHUNK) as usize;
-            let n = (CHUNK as usize - within).min(b.len() - done);
-            f(idx, within, b.subslice(done, n).map_err(io::Error::other)?);
-            done += n;
-            off += n as u64;
+static ZEROS: [u8; PAGE as usize] = [0; PAGE as usize];
+
+/// An anonymous private mapping, unmapped on drop.
+struct Mapping {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory owned by this value; all access to it
+// goes through volatile slices or atomics, from any thread.
+unsafe impl Send for Mapping {}
+// SAFETY: as above; shared access never creates Rust references to its bytes
+// except as atomics (bitmap) or volatile slices (data).
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    /// `len` bytes of zero-filled address space, allocated on first write.
+    fn new(len: u64) -> io::Result<Mapping> {
+        let len =
+            usize::try_from(len.max(1)).map_err(|_| io::Error::from_raw_os_error(libc::ENOMEM))?;
+        // SAFETY: an anonymous mapping at an address the kernel picks; no
+        // existing memory is affected.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Mapping {
+            ptr: p as *mut u8,
+            len,
+        })
+    }
+
+    /// Give back the pages of `[off, off + len)` (page-aligned): they read
+    /// as zeros again.
+    fn discard(&self, off: usize, len: usize) {
+        debug_assert!(off.is_multiple_of(PAGE as usize) && off + len <= self.len);
+        if len == 0 {
+            return;
+        }
+        // SAFETY: the range is inside our own mapping; MADV_DONTNEED on a
+        // private anonymous mapping only drops its pages (they refault as
+        // zeros).
+        let r = unsafe {
+            libc::madvise(
+                self.ptr.add(off) as *mut libc::c_void,
+                len,
+                libc::MADV_DONTNEED,
+            )
+        };
+        if r != 0 {
+            // Cannot happen for a valid range of our mapping; zero by hand.
+            warn!("madvise(MADV_DONTNEED): {}", io::Error::last_os_error());
+            zero_slice(&self.slice(off, len));
         }
     }
-    Ok(())
+
+    /// `[off, off + len)` as a volatile slice.
+    fn slice(&self, off: usize, len: usize) -> VolatileSlice<'_> {
+        assert!(off.checked_add(len).is_some_and(|e| e <= self.len));
+        // SAFETY: in bounds (checked above) of a mapping that lives as long
+        // as `self`; volatile access tolerates concurrent writers.
+        unsafe { VolatileSlice::new(self.ptr.add(off), len) }
+    }
+
+    /// The mapping as atomic words (for the bitmap).
+    fn words(&self) -> &[AtomicU64] {
+        // SAFETY: the mapping is page-aligned, zero-initialised, `len` bytes
+        // long and lives as long as `self`; AtomicU64 has the layout of u64
+        // and every bit pattern is valid.
+        unsafe { std::slice::from_raw_parts(self.ptr as *const AtomicU64, self.len / 8) }
+    }
 }
 
-/// The drive's data.
-pub enum Store {
-    /// A sparse file; discards punch holes.
-    File {
-        /// The open file.
-        file: File,
-        /// Its path (for messages and the drive serial).
-        path: PathBuf,
-        /// Exported bytes.
-        len: u64,
-    },
-    /// Sparse memory: 64 KiB chunks allocated on first write.
-    Memory {
-        /// Chunks by index, sharded to keep queue threads apart.
-        shards: Vec<Mutex<HashMap<u64, Box<[u8]>>>>,
-        /// Exported bytes.
-        len: u64,
-    },
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what `new` mapped, once.
+        unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };
+    }
 }
 
-impl Store {
-    /// Open (or create, sparse, mode 0600) a backing file of at least `len`
-    /// bytes. A symlink or a file owned by another user is refused.
-    pub fn open_file(path: &Path, len: u64) -> Result<Store, StoreError> {
+/// The in-memory store.
+pub struct MemStore {
+    data: Mapping,
+    /// One bit per page: written since last discarded.
+    bits: Mapping,
+    pages: AtomicU64,
+    len: u64,
+}
+
+impl MemStore {
+    fn new(len: u64) -> Result<MemStore, StoreError> {
+        let reserve =
+            |size: u64| Mapping::new(size).map_err(|source| StoreError::Reserve { size, source });
+        let npages = len.div_ceil(PAGE);
+        Ok(MemStore {
+            data: reserve(len)?,
+            bits: reserve(npages.div_ceil(64) * 8)?,
+            pages: AtomicU64::new(0),
+            len,
+        })
+    }
+
+    fn bit(&self, page: u64) -> (&AtomicU64, u64) {
+        (
+            &self.bits.words()[(page / 64) as usize],
+            1u64 << (page % 64),
+        )
+    }
+
+    fn written(&self, page: u64) -> bool {
+        let (w, m) = self.bit(page);
+        w.load(Ordering::Acquire) & m != 0
+    }
+
+    fn mark(&self, page: u64) {
+        let (w, m) = self.bit(page);
+        if w.load(Ordering::Relaxed) & m == 0 && w.fetch_or(m, Ordering::AcqRel) & m == 0 {
+            self.pages.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Clear the bits of pages `[p0, p1)`; how many were set.
+    fn unmark_run(&self, p0: u64, p1: u64) -> u64 {
+        let words = self.bits.words();
+        let mut cleared = 0u64;
+        let mut p = p0;
+        while p < p1 {
+            let w = p / 64;
+            let lo = p % 64;
+            let hi = (p1 - w * 64).min(64);
+            let mask = if hi - lo == 64 {
+                u64::MAX
+            } else {
+                ((1u64 << (hi - lo)) - 1) << lo
+            };
+            let word = &words[w as usize];
+            if word.load(Ordering::Relaxed) & mask != 0 {
+                cleared += u64::from((word.fetch_and(!mask, Ordering::AcqRel) & mask).count_ones());
+            }
+            p = w * 64 + hi;
+        }
+        self.pages.fetch_sub(cleared, Ordering::Relaxed);
+        cleared
+    }
+
+    /// Split `bufs`, laid out from `offset`, at page boundaries: `f(page,
+    /// offset in the page, piece)`.
+    fn walk(
+        offset: u64,
+        bufs: &[VolatileSlice<'_>],
+        mut f: impl FnMut(u64, usize, VolatileSlice<'_>),
+    ) -> io::Result<()> {
+        let mut off = offset;
+        for b in bufs {
+            let mut done = 0usize;
+            while done < b.len() {
+                let within = (off % PAGE) as usize;
+                let n = (PAGE as usize - within).min(b.len() - done);
+                f(
+                    off / PAGE,
+                    within,
+                    b.subslice(done, n).map_err(io::Error::other)?,
+                );
+                done += n;
+                off += n as u64;
+            }
+        }
+        Ok(())
+    }
+
+    fn read(&self, offset: u64, bufs: &[VolatileSlice<'_>]) -> io::Result<()> {
+        Self::walk(offset, bufs, |page, within, dst| {
+            if self.written(page) {
+                let at = (page * PAGE) as usize + within;
+                self.data.slice(at, dst.len()).copy_to_volatile_slice(dst);
+            } else {
+                dst.copy_from(&ZEROS[..dst.len()]);
+            }
+        })
+    }
+
+    fn write(&self, offset: u64, bufs: &[VolatileSlice<'_>]) -> io::Result<()> {
+        Self::walk(offset, bufs, |page, within, src| {
+            self.mark(page);
+            let at = (page * PAGE) as usize + within;
+            src.copy_to_volatile_slice(self.data.slice(at, src.len()));
+        })
+    }
+
+    fn zero(&self, offset: u64, len: u64, unmap: bool) {
+        let end = offset + len;
+        let mut off = offset;
+        while off < end {
+            let page = off / PAGE;
+            let within = off % PAGE;
+            let n = (PAGE - within).min(end - off);
+            let whole = n == PAGE;
+            if whole && unmap {
+                // The run of whole pages: give them back.
+                let stop = end / PAGE;
+                if self.unmark_run(page, stop) > 0 {
+                    self.data
+                        .discard((page * PAGE) as usize, ((stop - page) * PAGE) as usize);
+                }
+                off = stop * PAGE;
+                continue;
+            }
+            if self.written(page) {
+                zero_slice(&self.data.slice(off as usize, n as usize));
+            }
+            off += n;
+        }
+    }
+
+    fn erase_all(&self) {
+        // Bits first: a read from now on copies zeros without looking.
+        self.bits.discard(0, self.bits.len);
+        self.pages.store(0, Ordering::Relaxed);
+        self.data.discard(0, self.data.len);
+    }
+
+    fn allocated_bytes(&self) -> u64 {
+        self.pages.load(Ordering::Relaxed) * PAGE
+    }
+}
+
+/// Byte ranges waiting to be zeroed in the backing file: disjoint, keyed
+/// by start, with their end and whether to deallocate.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct RangeSet {
+    map: BTreeMap<u64, (u64, bool)>,
+}
+
+impl RangeSet {
+    /// No ranges.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Total bytes.
+    pub fn bytes(&self) -> u64 {
+        self.map.iter().map(|(s, (e, _))| e - s).sum()
+    }
+
+    /// The ranges overlapping `[lo, hi)`, clipped to it.
+    pub fn overlapping(&self, lo: u64, hi: u64) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        // The range starting before `lo` may reach into it.
+        if let Some((_, &(e, _))) = self.map.range(..lo).next_back()
+            && e > lo
+        {
+            out.push((lo, e.min(hi)));
+        }
+        for (&s, &(e, _)) in self.map.range(lo..hi) {
+            out.push((s, e.min(hi)));
+        }
+        out
+    }
+
+    /// Remove `[lo, hi)` from every range (splitting them).
+    pub fn remove(&mut self, lo: u64, hi: u64) {
+        if lo >= hi {
+            return;
+        }
+        if let Some((&s, &(e, u))) = self.map.range(..lo).next_back()
+            && e > lo
+        {
+            self.map.insert(s, (lo, u));
+            if e > hi {
+                self.map.insert(hi, (e, u));
+            }
+        }
+        let inside: Vec<u64> = self.map.range(lo..hi).map(|(&s, _)| s).collect();
+        for s in inside {
+            if let Some((e, u)) = self.map.remove(&s)
+                && e > hi
+            {
+                self.map.insert(hi, (e, u));
+            }
+        }
+    }
+
+    /// Add `[lo, hi)` (replacing what it overlaps).
+    pub fn insert(&mut self, lo: u64, hi: u64, unmap: bool) {
+        if lo >= hi {
+            return;
+        }
+        self.remove(lo, hi);
+        self.map.insert(lo, (hi, unmap));
+    }
+
+    /// Take up to `max` bytes from the start of the first range.
+    pub fn take_piece(&mut self, max: u64) -> Option<(u64, u64, bool)> {
+        let (&s, &(e, u)) = self.map.iter().next()?;
+        let end = e.min(s.saturating_add(max));
+        self.map.remove(&s);
+        if end < e {
+            self.map.insert(end, (e, u));
+        }
+        Some((s, end, u))
+    }
+}
+
+#[derive(Default)]
+struct HoleState {
+    pending: RangeSet,
+    /// The piece being zeroed now.
+    busy: Option<(u64, u64)>,
+    /// The thread is running.
+    running: bool,
+    /// The store is being dropped: stop after the current piece.
+    shutdown: bool,
+    /// The last error of a background zeroing (reported by the next sync).
+    error: Option<io::Error>,
+}
+
+/// Deferred zeroing of the backing file (see the module documentation).
+struct Holes {
+    state: Mutex<HoleState>,
+    cv: Condvar,
+    /// Anything pending or busy (fast path for reads and writes).
+    any: AtomicBool,
+}
+
+impl Holes {
+    fn lock(&self) -> MutexGuard<'_, HoleState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn update_any(&self, s: &HoleState) {
+        self.any
+            .store(!s.pending.is_empty() || s.busy.is_some(), Ordering::SeqCst);
+    }
+}
+
+/// The file store.
+pub struct FileStore {
+    file: Arc<File>,
+    path: PathBuf,
+    len: u64,
+    holes: Arc<Holes>,
+}
+
+impl FileStore {
+    fn open(path: &Path, len: u64) -> Result<FileStore, StoreError> {
         let file = super::files::open_private_rw(path)?;
         let meta = file.metadata().map_err(|source| StoreError::Stat {
             path: path.into(),
@@ -128,25 +471,232 @@ impl Store {
                 needed: len,
             });
         }
-        Ok(Store::File {
-            file,
+        Ok(FileStore {
+            file: Arc::new(file),
             path: path.into(),
             len,
+            holes: Arc::new(Holes {
+                state: Mutex::new(HoleState::default()),
+                cv: Condvar::new(),
+                any: AtomicBool::new(false),
+            }),
         })
     }
 
-    /// An empty in-memory store of `len` bytes.
-    pub fn memory(len: u64) -> Store {
-        Store::Memory {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
-            len,
+    fn read(&self, offset: u64, bufs: &[VolatileSlice<'_>], total: u64) -> io::Result<()> {
+        // Sampled before reading: what is pending now was not punched yet.
+        let zero = if self.holes.any.load(Ordering::SeqCst) {
+            let s = self.holes.lock();
+            let mut z = s.pending.overlapping(offset, offset + total);
+            if let Some((lo, hi)) = s.busy
+                && lo < offset + total
+                && hi > offset
+            {
+                z.push((lo.max(offset), hi.min(offset + total)));
+            }
+            z
+        } else {
+            Vec::new()
+        };
+        rw_vectored(&self.file, offset, bufs, false)?;
+        for (lo, hi) in zero {
+            zero_bufs(bufs, offset, lo, hi)?;
         }
+        Ok(())
+    }
+
+    fn write(&self, offset: u64, bufs: &[VolatileSlice<'_>], total: u64) -> io::Result<()> {
+        if self.holes.any.load(Ordering::SeqCst) {
+            let end = offset + total;
+            let mut s = self.holes.lock();
+            // A piece being punched under the write must finish first.
+            while s.busy.is_some_and(|(lo, hi)| lo < end && hi > offset) {
+                s = self.holes.cv.wait(s).unwrap_or_else(|e| e.into_inner());
+            }
+            // The write replaces these bytes: they need no zeroing any more.
+            s.pending.remove(offset, end);
+            self.holes.update_any(&s);
+        }
+        rw_vectored(&self.file, offset, bufs, true)
+    }
+
+    fn zero(&self, offset: u64, len: u64, unmap: bool) -> io::Result<()> {
+        if len <= SYNC_ZERO_MAX {
+            return zero_file(&self.file, offset, len, unmap);
+        }
+        let mut s = self.holes.lock();
+        if !s.running {
+            let (file, holes) = (self.file.clone(), self.holes.clone());
+            let spawned = std::thread::Builder::new()
+                .name("vssd-punch".into())
+                .spawn(move || punch_loop(&file, &holes));
+            if let Err(e) = spawned {
+                warn!("cannot start the hole-punching thread ({e}): zeroing on the request's path");
+                drop(s);
+                return zero_file(&self.file, offset, len, unmap);
+            }
+            s.running = true;
+        }
+        s.pending.insert(offset, offset + len, unmap);
+        self.holes.update_any(&s);
+        self.holes.cv.notify_all();
+        Ok(())
+    }
+
+    /// Wait until nothing is pending (reporting a background failure).
+    fn settle(&self) -> io::Result<()> {
+        let mut s = self.holes.lock();
+        while !s.pending.is_empty() || s.busy.is_some() {
+            if !s.running {
+                // The thread is gone (could not restart): zero here.
+                while let Some((lo, hi, unmap)) = s.pending.take_piece(PIECE) {
+                    zero_file(&self.file, lo, hi - lo, unmap)?;
+                }
+                break;
+            }
+            s = self.holes.cv.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+        self.holes.update_any(&s);
+        match s.error.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    fn pending_bytes(&self) -> u64 {
+        let s = self.holes.lock();
+        s.pending.bytes() + s.busy.map_or(0, |(lo, hi)| hi - lo)
+    }
+}
+
+impl Drop for FileStore {
+    fn drop(&mut self) {
+        let mut s = self.holes.lock();
+        s.shutdown = true;
+        self.holes.cv.notify_all();
+    }
+}
+
+/// The background thread: zero pending ranges a piece at a time until
+/// none is left (it is started again by the next large discard).
+fn punch_loop(file: &File, holes: &Holes) {
+    let mut s = holes.lock();
+    loop {
+        if s.shutdown {
+            break;
+        }
+        let Some((lo, hi, unmap)) = s.pending.take_piece(PIECE) else {
+            break;
+        };
+        s.busy = Some((lo, hi));
+        holes.update_any(&s);
+        drop(s);
+        let r = zero_file(file, lo, hi - lo, unmap);
+        s = holes.lock();
+        s.busy = None;
+        if let Err(e) = r {
+            warn!("zeroing {lo}..{hi} of the backing file failed: {e}");
+            s.error = Some(e);
+        }
+        holes.update_any(&s);
+        holes.cv.notify_all();
+    }
+    s.running = false;
+    holes.cv.notify_all();
+}
+
+/// Fill `v` with zeros.
+fn zero_slice(v: &VolatileSlice<'_>) {
+    let mut at = 0;
+    while at < v.len() {
+        let n = (v.len() - at).min(PAGE as usize);
+        if let Ok(piece) = v.subslice(at, n) {
+            piece.copy_from(&ZEROS[..n]);
+        }
+        at += n;
+    }
+}
+
+/// Zero the parts of `bufs` (laid out from `offset`) that fall in `[lo, hi)`.
+fn zero_bufs(bufs: &[VolatileSlice<'_>], offset: u64, lo: u64, hi: u64) -> io::Result<()> {
+    let mut at = offset;
+    for b in bufs {
+        let (s, e) = (at, at + b.len() as u64);
+        let (zl, zh) = (lo.max(s), hi.min(e));
+        if zl < zh {
+            zero_slice(
+                &b.subslice((zl - s) as usize, (zh - zl) as usize)
+                    .map_err(io::Error::other)?,
+            );
+        }
+        at = e;
+    }
+    Ok(())
+}
+
+/// Make `[offset, offset + len)` of the file read as zeros: punch a hole
+/// (`unmap`) or zero the range in place, falling back to a hole, then to
+/// writing zeros, on filesystems without those.
+fn zero_file(file: &File, offset: u64, len: u64, unmap: bool) -> io::Result<()> {
+    if len == 0 {
+        return Ok(());
+    }
+    let mode = if unmap {
+        libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE
+    } else {
+        libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE
+    };
+    if fallocate(file, mode, offset, len).is_ok() {
+        return Ok(());
+    }
+    // ZERO_RANGE is missing on some filesystems (tmpfs): a hole reads as zeros too.
+    if !unmap
+        && fallocate(
+            file,
+            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+            offset,
+            len,
+        )
+        .is_ok()
+    {
+        return Ok(());
+    }
+    let mut off = offset;
+    let end = offset + len;
+    while off < end {
+        let n = (end - off).min(PAGE);
+        file.write_all_at(&ZEROS[..n as usize], off)?;
+        off += n;
+    }
+    Ok(())
+}
+
+/// The drive's data.
+pub enum Store {
+    /// A sparse file; large discards punch holes in the background.
+    File(FileStore),
+    /// Sparse memory, allocated a page at a time.
+    Memory(MemStore),
+}
+
+impl Store {
+    /// Open (or create, sparse, mode 0600) a backing file of at least `len`
+    /// bytes. A symlink or a file owned by another user is refused.
+    pub fn open_file(path: &Path, len: u64) -> Result<Store, StoreError> {
+        Ok(Store::File(FileStore::open(path, len)?))
+    }
+
+    /// An empty in-memory store of `len` bytes (address space reserved,
+    /// memory allocated as it is written).
+    pub fn memory(len: u64) -> Result<Store, StoreError> {
+        Ok(Store::Memory(MemStore::new(len)?))
     }
 
     /// Exported bytes.
     pub fn len(&self) -> u64 {
         match self {
-            Store::File { len, .. } | Store::Memory { len, .. } => *len,
+            Store::File(f) => f.len,
+            Store::Memory(m) => m.len,
         }
     }
 
@@ -158,8 +708,8 @@ impl Store {
     /// Path of the backing file, if any.
     pub fn path(&self) -> Option<&Path> {
         match self {
-            Store::File { path, .. } => Some(path),
-            Store::Memory { .. } => None,
+            Store::File(f) => Some(&f.path),
+            Store::Memory(_) => None,
         }
     }
 
@@ -178,14 +728,8 @@ impl Store {
         let total: u64 = bufs.iter().map(|b| b.len() as u64).sum();
         self.check(offset, total)?;
         match self {
-            Store::File { file, .. } => rw_vectored(file, offset, bufs, false),
-            Store::Memory { .. } => chunk_walk(offset, bufs, |idx, within, dst| {
-                let shard = self.shard(idx).lock().unwrap_or_else(|e| e.into_inner());
-                match shard.get(&idx) {
-                    Some(c) => dst.copy_from(&c[within..within + dst.len()]),
-                    None => dst.copy_from(&ZEROS[..dst.len()]),
-                }
-            }),
+            Store::File(f) => f.read(offset, bufs, total),
+            Store::Memory(m) => m.read(offset, bufs),
         }
     }
 
@@ -194,128 +738,90 @@ impl Store {
         let total: u64 = bufs.iter().map(|b| b.len() as u64).sum();
         self.check(offset, total)?;
         match self {
-            Store::File { file, .. } => rw_vectored(file, offset, bufs, true),
-            Store::Memory { .. } => chunk_walk(offset, bufs, |idx, within, src| {
-                let mut shard = self.shard(idx).lock().unwrap_or_else(|e| e.into_inner());
-                let c = shard
-                    .entry(idx)
-                    .or_insert_with(|| vec![0u8; CHUNK as usize].into());
-                src.copy_to(&mut c[within..within + src.len()]);
-            }),
+            Store::File(f) => f.write(offset, bufs, total),
+            Store::Memory(m) => m.write(offset, bufs),
         }
     }
 
-    /// Make `offset..offset+len` read as zeros. With `unmap` the space is
-    /// deallocated (hole punched / chunk freed); without, it stays allocated.
+    /// Make `offset..offset+len` read as zeros, at once. With `unmap` the
+    /// space is deallocated (hole punched / pages freed); without, it
+    /// stays allocated. In a file, large ranges are zeroed in the
+    /// background (reads see zeros meanwhile; [`Self::sync`] waits).
     pub fn zero(&self, offset: u64, len: u64, unmap: bool) -> io::Result<()> {
         self.check(offset, len)?;
         if len == 0 {
             return Ok(());
         }
         match self {
-            Store::File { file, .. } => {
-                let mode = if unmap {
-                    libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE
-                } else {
-                    libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE
-                };
-                if fallocate(file, mode, offset, len).is_ok() {
-                    return Ok(());
-                }
-                // ZERO_RANGE is missing on some filesystems (tmpfs): a hole reads as zeros too.
-                if !unmap
-                    && fallocate(
-                        file,
-                        libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-                        offset,
-                        len,
-                    )
-                    .is_ok()
-                {
-                    return Ok(());
-                }
-                // Last resort: write zeros.
-                let mut off = offset;
-                let end = offset + len;
-                while off < end {
-                    let n = (end - off).min(CHUNK);
-                    file.write_all_at(&ZEROS[..n as usize], off)?;
-                    off += n;
-                }
-                Ok(())
-            }
-            Store::Memory { .. } => {
-                let mut off = offset;
-                let end = offset + len;
-                while off < end {
-                    let idx = off / CHUNK;
-                    let within = (off % CHUNK) as usize;
-                    let n = (CHUNK - within as u64).min(end - off) as usize;
-                    let mut shard = self.shard(idx).lock().unwrap_or_else(|e| e.into_inner());
-                    if n as u64 == CHUNK {
-                        shard.remove(&idx);
-                    } else if let Some(c) = shard.get_mut(&idx) {
-                        c[within..within + n].fill(0);
-                    }
-                    off += n as u64;
-                }
+            Store::File(f) => f.zero(offset, len, unmap),
+            Store::Memory(m) => {
+                m.zero(offset, len, unmap);
                 Ok(())
             }
         }
     }
 
-    /// Make written data durable (fdatasync); a no-op in memory.
+    /// Make written data — and zeroing still pending in the background —
+    /// durable (fdatasync); a no-op in memory.
     pub fn sync(&self) -> io::Result<()> {
         match self {
-            Store::File { file, .. } => file.sync_data(),
-            Store::Memory { .. } => Ok(()),
+            Store::File(f) => {
+                f.settle()?;
+                f.file.sync_data()
+            }
+            Store::Memory(_) => Ok(()),
         }
     }
 
     /// Everything reads as zeros again, space released.
     pub fn erase_all(&self) -> io::Result<()> {
         match self {
-            Store::File { file, len, .. } => {
-                if fallocate(
-                    file,
-                    libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-                    0,
-                    *len,
-                )
-                .is_err()
+            Store::File(f) => {
                 {
-                    file.set_len(0)?;
-                    file.set_len(*len)?;
+                    let mut s = f.holes.lock();
+                    while s.busy.is_some() {
+                        s = f.holes.cv.wait(s).unwrap_or_else(|e| e.into_inner());
+                    }
+                    s.pending = RangeSet::default();
+                    f.holes.update_any(&s);
+                    let file = &f.file;
+                    if fallocate(
+                        file,
+                        libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                        0,
+                        f.len,
+                    )
+                    .is_err()
+                    {
+                        file.set_len(0)?;
+                        file.set_len(f.len)?;
+                    }
                 }
-                file.sync_all()
+                f.file.sync_all()
             }
-            Store::Memory { shards, .. } => {
-                for s in shards {
-                    s.lock().unwrap_or_else(|e| e.into_inner()).clear();
-                }
+            Store::Memory(m) => {
+                m.erase_all();
                 Ok(())
             }
         }
     }
 
-    /// Bytes actually allocated (file blocks or memory chunks).
+    /// Bytes actually allocated (file blocks or memory pages).
     pub fn allocated_bytes(&self) -> u64 {
         match self {
-            Store::File { file, .. } => {
+            Store::File(f) => {
                 use std::os::unix::fs::MetadataExt;
-                file.metadata().map(|m| m.blocks() * 512).unwrap_or(0)
+                f.file.metadata().map(|m| m.blocks() * 512).unwrap_or(0)
             }
-            Store::Memory { shards, .. } => shards
-                .iter()
-                .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).len() as u64 * CHUNK)
-                .sum(),
+            Store::Memory(m) => m.allocated_bytes(),
         }
     }
 
-    fn shard(&self, idx: u64) -> &Mutex<HashMap<u64, Box<[u8]>>> {
+    /// Bytes discarded but not yet zeroed in the backing file (0 in memory).
+    pub fn pending_zero_bytes(&self) -> u64 {
         match self {
-            Store::Memory { shards, .. } => &shards[(idx as usize) % SHARDS],
-            Store::File { .. } => unreachable!("shard() is only called on memory stores"),
+            Store::File(f) => f.pending_bytes(),
+            Store::Memory(_) => 0,
         }
     }
 }
@@ -434,6 +940,7 @@ fn rw_vectored(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn roundtrip(store: &Store) {
         let mut data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
@@ -450,7 +957,7 @@ mod tests {
         let mut z = vec![1u8; 4096];
         store.read(0, &[VolatileSlice::from(&mut z[..])]).unwrap();
         assert!(z.iter().all(|&x| x == 0));
-        // Discard a middle range (not chunk-aligned), both flavours.
+        // Discard a middle range (not page-aligned), both flavours.
         store.zero(4096 + 512, 100_000, true).unwrap();
         store.zero(4096 + 150_000, 1024, false).unwrap();
         store
@@ -474,11 +981,12 @@ mod tests {
             .read(4096, &[VolatileSlice::from(&mut back[..])])
             .unwrap();
         assert!(back.iter().all(|&x| x == 0));
+        assert_eq!(store.pending_zero_bytes(), 0);
     }
 
     #[test]
     fn memory_store() {
-        roundtrip(&Store::memory(1 << 20));
+        roundtrip(&Store::memory(1 << 20).unwrap());
     }
 
     #[test]
@@ -492,5 +1000,117 @@ mod tests {
             Store::open_file(&p, 2 << 20),
             Err(StoreError::TooSmall { .. })
         ));
+    }
+
+    /// Memory is allocated a page at a time, and discarded pages are freed.
+    #[test]
+    fn memory_store_allocates_pages_not_chunks() {
+        let s = Store::memory(1 << 30).unwrap();
+        let mut page = vec![7u8; 4096];
+        for i in 0..100u64 {
+            s.write(i * (1 << 20), &[VolatileSlice::from(&mut page[..])])
+                .unwrap();
+        }
+        assert_eq!(s.allocated_bytes(), 100 * 4096);
+        // A 512-byte write allocates its page only.
+        let mut sector = vec![1u8; 512];
+        s.write(3 << 28, &[VolatileSlice::from(&mut sector[..])])
+            .unwrap();
+        assert_eq!(s.allocated_bytes(), 101 * 4096);
+        s.zero(0, 50 << 20, true).unwrap();
+        assert_eq!(s.allocated_bytes(), 51 * 4096);
+        let mut back = vec![1u8; 4096];
+        s.read(0, &[VolatileSlice::from(&mut back[..])]).unwrap();
+        assert!(back.iter().all(|&b| b == 0));
+        s.read(60 << 20, &[VolatileSlice::from(&mut back[..])])
+            .unwrap();
+        assert!(back.iter().all(|&b| b == 7));
+        s.erase_all().unwrap();
+        assert_eq!(s.allocated_bytes(), 0);
+    }
+
+    /// A large discard returns at once; the range reads as zeros
+    /// immediately, a write into it afterwards survives the background
+    /// punching, and sync waits for it.
+    #[test]
+    fn large_discards_are_deferred_without_stale_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("disk.img");
+        let len = 64 << 20;
+        let s = Store::open_file(&p, len).unwrap();
+        let mut fill = vec![0xabu8; 1 << 20];
+        for i in 0..64u64 {
+            s.write(i << 20, &[VolatileSlice::from(&mut fill[..])])
+                .unwrap();
+        }
+        s.zero(0, len, true).unwrap();
+        let mut data = vec![0x5au8; 8192];
+        s.write(40 << 20, &[VolatileSlice::from(&mut data[..])])
+            .unwrap();
+        let mut back = vec![1u8; 3 << 20];
+        s.read(39 << 20, &[VolatileSlice::from(&mut back[..])])
+            .unwrap();
+        for (i, &b) in back.iter().enumerate() {
+            let want = if (1 << 20..(1 << 20) + 8192).contains(&i) {
+                0x5a
+            } else {
+                0
+            };
+            assert_eq!(b, want, "byte {i}");
+        }
+        s.sync().unwrap();
+        assert_eq!(s.pending_zero_bytes(), 0);
+        s.read(39 << 20, &[VolatileSlice::from(&mut back[..])])
+            .unwrap();
+        assert!(back[..1 << 20].iter().all(|&b| b == 0));
+        assert!(back[1 << 20..(1 << 20) + 8192].iter().all(|&b| b == 0x5a));
+        assert!(back[(1 << 20) + 8192..].iter().all(|&b| b == 0));
+    }
+
+    proptest! {
+        /// The pending set behaves like a per-byte bitmap.
+        #[test]
+        fn range_set_matches_a_bitmap(
+            ops in prop::collection::vec((0u8..3, 0u64..200, 0u64..60), 1..40)
+        ) {
+            let mut set = RangeSet::default();
+            let mut bits = [false; 260];
+            for (op, lo, n) in ops {
+                let hi = lo + n;
+                match op {
+                    0 => {
+                        set.insert(lo, hi, true);
+                        bits[lo as usize..hi as usize].fill(true);
+                    }
+                    1 => {
+                        set.remove(lo, hi);
+                        bits[lo as usize..hi as usize].fill(false);
+                    }
+                    _ => {
+                        if let Some((a, b, _)) = set.take_piece(7) {
+                            prop_assert!(b - a <= 7 && a < b);
+                            for x in a..b {
+                                prop_assert!(bits[x as usize]);
+                                bits[x as usize] = false;
+                            }
+                        }
+                    }
+                }
+                let mut got = [false; 260];
+                for (a, b) in set.overlapping(0, 260) {
+                    prop_assert!(a < b);
+                    for x in a..b {
+                        prop_assert!(!got[x as usize], "ranges overlap");
+                        got[x as usize] = true;
+                    }
+                }
+                prop_assert_eq!(got, bits);
+                prop_assert_eq!(set.bytes(), bits.iter().filter(|&&b| b).count() as u64);
+                let (qa, qb) = (lo.min(259), hi.min(260));
+                for (a, b) in set.overlapping(qa, qb) {
+                    prop_assert!(a >= qa && b <= qb);
+                }
+            }
+        }
     }
 }

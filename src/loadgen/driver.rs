@@ -96,6 +96,46 @@ pub struct Vq {
     pub ring: DriverQueue,
     kick: EventFd,
     call: EventFd,
+    /// Kicks sent (the backend asked to be notified).
+    pub kicks: u64,
+    /// Waits for the call eventfd that found it signalled.
+    pub calls: u64,
+}
+
+impl Vq {
+    /// Publish what was added, kicking the backend if it wants.
+    pub fn kick(&mut self, mem: &GuestMemoryMmap) -> Result<(), DriverError> {
+        if self.ring.publish(mem)? {
+            self.kick.write(1).map_err(io("kick"))?;
+            self.kicks += 1;
+        }
+        Ok(())
+    }
+
+    /// Wait until the backend signals the call eventfd or `timeout`
+    /// passes (then `Ok(false)`); the signal is consumed.
+    pub fn wait_call(&mut self, timeout: Duration) -> Result<bool, DriverError> {
+        let mut p = libc::pollfd {
+            fd: self.call.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as libc::c_int;
+        // SAFETY: one valid pollfd.
+        let r = unsafe { libc::poll(&mut p, 1, ms) };
+        if r < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(io("poll")(e));
+            }
+            return Ok(false);
+        }
+        let signalled = self.call.read().is_ok();
+        if signalled {
+            self.calls += 1;
+        }
+        Ok(signalled)
+    }
 }
 
 /// The fields of the backend's config space a driver needs.
@@ -223,7 +263,10 @@ impl BlkDriver {
                 opts.queues
             )));
         }
-        let cfg_len = std::mem::size_of::<virtio_blk_config>() as u32;
+        // Ask for the fields up to write-zeroes, as QEMU does (57 bytes):
+        // older backends refuse a read past the end of their config space
+        // (libvhost-user then answers with an empty payload).
+        let cfg_len = (std::mem::offset_of!(virtio_blk_config, write_zeroes_may_unmap) + 1) as u32;
         let (_, cfg) = fe.get_config(
             0,
             cfg_len,
@@ -291,6 +334,8 @@ impl BlkDriver {
                 ring: q,
                 kick,
                 call,
+                kicks: 0,
+                calls: 0,
             });
         }
         Ok(BlkDriver {
@@ -346,11 +391,19 @@ impl BlkDriver {
 
     /// Publish what was added to queue `q`, kicking the backend if it wants.
     pub fn kick(&mut self, q: usize) -> Result<(), DriverError> {
-        let vq = &mut self.queues[q];
-        if vq.ring.publish(&self.mem)? {
-            vq.kick.write(1).map_err(io("kick"))?;
-        }
-        Ok(())
+        self.queues[q].kick(&self.mem)
+    }
+
+    /// Take the queues out (to run each on its own thread, with a clone of
+    /// [`Self::memory`]); the driver keeps the connection and the memory,
+    /// so it must outlive them. [`Self::return_queues`] puts them back.
+    pub fn take_queues(&mut self) -> Vec<Vq> {
+        std::mem::take(&mut self.queues)
+    }
+
+    /// Put back queues taken by [`Self::take_queues`].
+    pub fn return_queues(&mut self, queues: Vec<Vq>) {
+        self.queues = queues;
     }
 
     /// Completed chains of queue `q` (head, used length), waiting up to
@@ -373,21 +426,7 @@ impl BlkDriver {
                     "no completion on queue {q} within {timeout:?}"
                 )));
             }
-            let mut p = libc::pollfd {
-                fd: vq.call.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            let ms = left.as_millis().clamp(1, 1000) as libc::c_int;
-            // SAFETY: one valid pollfd.
-            let r = unsafe { libc::poll(&mut p, 1, ms) };
-            if r < 0 {
-                let e = std::io::Error::last_os_error();
-                if e.kind() != std::io::ErrorKind::Interrupted {
-                    return Err(io("poll")(e));
-                }
-            }
-            let _ = vq.call.read();
+            vq.wait_call(left.min(Duration::from_secs(1)))?;
         }
     }
 

@@ -7,7 +7,7 @@
 
 use std::sync::atomic::Ordering;
 
-use virtio_bindings::virtio_ring::{VRING_DESC_F_NEXT, VRING_DESC_F_WRITE};
+use virtio_bindings::virtio_ring::{VRING_DESC_F_INDIRECT, VRING_DESC_F_NEXT, VRING_DESC_F_WRITE};
 use virtio_queue::desc::split::Descriptor;
 use vm_memory::{Address, Bytes, GuestAddress, GuestMemoryMmap};
 
@@ -20,6 +20,19 @@ pub struct Buf {
     pub len: u32,
     /// Device-writable.
     pub write: bool,
+}
+
+/// One descriptor of a hand-made chain ([`DriverQueue::add_raw`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawDesc {
+    /// Guest address.
+    pub addr: u64,
+    /// Length.
+    pub len: u32,
+    /// `VRING_DESC_F_*` (`NEXT` is set from `next`).
+    pub flags: u16,
+    /// Index (in the same list) of the next descriptor.
+    pub next: Option<usize>,
 }
 
 /// Errors of the queue.
@@ -131,6 +144,12 @@ impl DriverQueue {
         self.chains.iter().filter(|c| !c.is_empty()).count()
     }
 
+    /// Whether the device may be using this ring's interrupt suppression
+    /// through event indices.
+    pub fn event_idx(&self) -> bool {
+        self.event_idx
+    }
+
     /// Add a chain (not yet visible to the device: see [`Self::publish`]).
     /// Returns its head.
     pub fn add(&mut self, mem: &GuestMemoryMmap, bufs: &[Buf]) -> Result<u16, VringError> {
@@ -159,6 +178,70 @@ impl DriverQueue {
             mem.write_obj(d, self.desc.unchecked_add(16 * u64::from(ids[i])))?;
         }
         let head = ids[0];
+        self.make_available(mem, head, ids)
+    }
+
+    /// Add a hand-made chain (malformed-request tests): descriptor `i` gets
+    /// `descs[i]`'s address, length and flags, and `NEXT` to the
+    /// descriptor of index `next` in the same list (loops allowed). Returns
+    /// the head (the first).
+    pub fn add_raw(&mut self, mem: &GuestMemoryMmap, descs: &[RawDesc]) -> Result<u16, VringError> {
+        if descs.is_empty() {
+            return Err(VringError::Empty);
+        }
+        if descs.len() > self.free.len() {
+            return Err(VringError::Full {
+                need: descs.len(),
+                free: self.free.len(),
+            });
+        }
+        let ids: Vec<u16> = (0..descs.len()).filter_map(|_| self.free.pop()).collect();
+        for (i, d) in descs.iter().enumerate() {
+            let (flags, next) = match d.next.and_then(|n| ids.get(n)) {
+                Some(&n) => (d.flags | VRING_DESC_F_NEXT as u16, n),
+                None => (d.flags & !(VRING_DESC_F_NEXT as u16), 0),
+            };
+            let desc = Descriptor::new(d.addr, d.len, flags, next);
+            mem.write_obj(desc, self.desc.unchecked_add(16 * u64::from(ids[i])))?;
+        }
+        let head = ids[0];
+        self.make_available(mem, head, ids)
+    }
+
+    /// Add a chain as one indirect descriptor (what Linux does when
+    /// `VIRTIO_RING_F_INDIRECT_DESC` is negotiated): the chain's
+    /// descriptors are written to the table at `table` (16 bytes each,
+    /// owned by the caller until the chain comes back), and only one ring
+    /// descriptor is used. Returns the head.
+    pub fn add_indirect(
+        &mut self,
+        mem: &GuestMemoryMmap,
+        table: u64,
+        bufs: &[Buf],
+    ) -> Result<u16, VringError> {
+        if bufs.is_empty() {
+            return Err(VringError::Empty);
+        }
+        let Some(id) = self.free.pop() else {
+            return Err(VringError::Full { need: 1, free: 0 });
+        };
+        write_table(mem, table, bufs)?;
+        let d = Descriptor::new(
+            table,
+            16 * bufs.len() as u32,
+            VRING_DESC_F_INDIRECT as u16,
+            0,
+        );
+        mem.write_obj(d, self.desc.unchecked_add(16 * u64::from(id)))?;
+        self.make_available(mem, id, vec![id])
+    }
+
+    fn make_available(
+        &mut self,
+        mem: &GuestMemoryMmap,
+        head: u16,
+        ids: Vec<u16>,
+    ) -> Result<u16, VringError> {
         let slot = u64::from(self.avail_idx % self.size);
         mem.write_obj(head, self.avail.unchecked_add(4 + 2 * slot))?;
         self.avail_idx = self.avail_idx.wrapping_add(1);
@@ -191,6 +274,18 @@ impl DriverQueue {
     /// asked to interrupt at the next used entry.
     pub fn take_used(&mut self, mem: &GuestMemoryMmap) -> Result<Vec<(u16, u32)>, VringError> {
         let mut out = Vec::new();
+        self.take_used_into(mem, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`Self::take_used`], appending to `out` (no allocation once `out`
+    /// has grown). Returns how many were appended.
+    pub fn take_used_into(
+        &mut self,
+        mem: &GuestMemoryMmap,
+        out: &mut Vec<(u16, u32)>,
+    ) -> Result<usize, VringError> {
+        let before = out.len();
         loop {
             let idx: u16 = mem.load(self.used.unchecked_add(2), Ordering::Acquire)?;
             while self.last_used != idx {
@@ -208,7 +303,7 @@ impl DriverQueue {
                 self.last_used = self.last_used.wrapping_add(1);
             }
             if !self.event_idx {
-                return Ok(out);
+                return Ok(out.len() - before);
             }
             // used_event: interrupt when the next entry appears; re-check
             // that none slipped in before the device could see it.
@@ -221,10 +316,29 @@ impl DriverQueue {
             std::sync::atomic::fence(Ordering::SeqCst);
             let again: u16 = mem.load(self.used.unchecked_add(2), Ordering::Acquire)?;
             if again == self.last_used {
-                return Ok(out);
+                return Ok(out.len() - before);
             }
         }
     }
+}
+
+/// Write `bufs` as a chained descriptor table at `table` (indices 0..n).
+fn write_table(mem: &GuestMemoryMmap, table: u64, bufs: &[Buf]) -> Result<(), VringError> {
+    for (i, b) in bufs.iter().enumerate() {
+        let mut flags = 0u16;
+        if b.write {
+            flags |= VRING_DESC_F_WRITE as u16;
+        }
+        let next = if i + 1 < bufs.len() {
+            flags |= VRING_DESC_F_NEXT as u16;
+            i as u16 + 1
+        } else {
+            0
+        };
+        let d = Descriptor::new(b.addr, b.len, flags, next);
+        mem.write_obj(d, GuestAddress(table + 16 * i as u64))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -34,6 +34,7 @@ use self::sockets::{bind_private, claim_socket_path, group_id, parse_mode, set_s
 use self::vhost::{Conn, stop_connection};
 use crate::ctl::server;
 use crate::device::files::{self, DirLock, FileError};
+use crate::device::scheduler::Timing;
 use crate::device::{DataLocation, Device, DeviceError, DeviceOptions};
 use crate::frontend::nbd::{NbdAddr, NbdListener, NbdServer};
 use crate::profile::{Profile, ProfileError};
@@ -94,9 +95,34 @@ pub struct ServeArgs {
     /// or do short work).
     #[arg(long)]
     pub realtime: bool,
+    /// When the next completion of a queue is due within this many
+    /// microseconds, its thread spins (polling the clock and the ring)
+    /// instead of sleeping on its timer, which it arms that much early:
+    /// wake-up latency no longer adds to completion times, for up to this
+    /// much CPU time per wake-up. 0 always sleeps.
+    #[arg(long, value_name = "US", default_value_t = crate::device::scheduler::DEFAULT_SPIN_NS / 1000)]
+    pub spin_us: u64,
     /// Seed of the model's random choices.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Serve the drive's statistics in the Prometheus text format at
+    /// `http://ADDR/metrics` (e.g. `127.0.0.1:9187`): counters, latency
+    /// and lateness histograms, the same numbers as `vssd ctl stats`.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<std::net::SocketAddr>,
+    /// Allow `--metrics` on an address other than loopback.
+    #[arg(long)]
+    pub metrics_listen_any: bool,
+}
+
+impl ServeArgs {
+    /// How completion-delivering threads wait (`--realtime`, `--spin-us`).
+    pub fn timing(&self) -> Timing {
+        Timing {
+            realtime: self.realtime,
+            spin_ns: self.spin_us.saturating_mul(1000),
+        }
+    }
 }
 
 /// Errors of `vssd serve` (startup problems mostly).
@@ -152,6 +178,9 @@ pub enum ServeError {
     /// Thread, signal or eventfd setup failed.
     #[error("daemon setup")]
     Setup(#[source] io::Error),
+    /// The metrics listener cannot be set up.
+    #[error(transparent)]
+    Metrics(#[from] crate::metrics::MetricsError),
 }
 
 /// Bind every `--nbd` address (unix sockets private, then given their mode).
@@ -278,9 +307,12 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
     let nbd_listeners = bind_nbd(&args, socket_mode, gid)?;
     let ctl_listener = bind_private(&control, || UnixListener::bind(&control))?;
 
+    if let Some(addr) = args.metrics {
+        crate::metrics::spawn(addr, args.metrics_listen_any, &device)?;
+    }
     server::spawn(ctl_listener, device.clone()).map_err(ServeError::Setup)?;
     spawn_sampler(&device).map_err(ServeError::Setup)?;
-    let nbd = NbdServer::new();
+    let nbd = NbdServer::new(args.timing());
     for (addr, l) in nbd_listeners {
         let fe = device.register_frontend("nbd", addr.to_string(), "export \"\" or \"vssd\"");
         nbd.spawn(device.clone(), fe, addr.clone(), l)

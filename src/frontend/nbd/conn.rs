@@ -23,7 +23,7 @@ use vm_memory::VolatileSlice;
 use super::handshake::{MAX_PAYLOAD, Negotiated};
 use super::proto::{self, BASE_ALLOCATION_ID, REQUEST_LEN, cflags, chunk, cmd, errno, state};
 use super::sock::Sock;
-use crate::device::scheduler::{CompletionHeap, lower_timer_slack};
+use crate::device::scheduler::{CompletionHeap, Timing};
 use crate::device::{Connection, Device, OpKind, Pending, SECTOR, Status};
 
 /// Most extents in one block-status reply.
@@ -185,6 +185,7 @@ pub fn transmission(
     sock: Sock,
     neg: Negotiated,
     draining: Arc<AtomicBool>,
+    timing: Timing,
     register: &dyn Fn(Stopper),
 ) {
     let shared = Arc::new(Shared {
@@ -207,7 +208,7 @@ pub fn transmission(
         };
         std::thread::Builder::new()
             .name("vssd-nbd-tx".into())
-            .spawn(move || writer_loop(&dev, &shared, out))
+            .spawn(move || writer_loop(&dev, &shared, out, timing))
     };
     let writer = match writer {
         Ok(w) => w,
@@ -398,8 +399,8 @@ fn encode(o: &Out) -> Vec<u8> {
 /// reading is disconnected after this.
 pub const SEND_TIMEOUT: Duration = Duration::from_secs(30);
 
-fn writer_loop(dev: &Device, shared: &Shared, mut out: Sock) {
-    lower_timer_slack();
+fn writer_loop(dev: &Device, shared: &Shared, mut out: Sock, timing: Timing) {
+    timing.setup_thread();
     let _ = out.set_write_timeout(Some(SEND_TIMEOUT));
     loop {
         let batch: Vec<Out> = {
@@ -422,8 +423,15 @@ fn writer_loop(dev: &Device, shared: &Shared, mut out: Sock) {
                     return;
                 }
                 st = match st.heap.next_due() {
+                    // Due within the spin margin: poll rather than sleep
+                    // (a wake-up would add its latency to the reply).
+                    Some(d) if d.saturating_sub(now) <= timing.spin_ns => {
+                        drop(st);
+                        std::hint::spin_loop();
+                        shared.lock()
+                    }
                     Some(d) => {
-                        let wait = Duration::from_nanos(d.saturating_sub(now));
+                        let wait = Duration::from_nanos(d.saturating_sub(now) - timing.spin_ns);
                         shared
                             .cv
                             .wait_timeout(st, wait)

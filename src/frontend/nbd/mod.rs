@@ -35,6 +35,7 @@ use log::{debug, info, warn};
 use self::conn::Stopper;
 use self::handshake::{ExportInfo, HandshakeError};
 use self::sock::Sock;
+use crate::device::scheduler::Timing;
 use crate::device::{Device, Frontend};
 use crate::size::format_size;
 
@@ -111,14 +112,17 @@ impl NbdListener {
 pub struct NbdServer {
     draining: Arc<AtomicBool>,
     live: Arc<Mutex<Vec<(Stopper, Sock)>>>,
+    timing: Timing,
 }
 
 impl NbdServer {
-    /// An NBD server for `dev` (no listeners yet).
-    pub fn new() -> NbdServer {
+    /// An NBD server (no listeners yet) whose reply threads wait for
+    /// completion times as `timing` says.
+    pub fn new(timing: Timing) -> NbdServer {
         NbdServer {
             draining: Arc::new(AtomicBool::new(false)),
             live: Arc::new(Mutex::new(Vec::new())),
+            timing,
         }
     }
 
@@ -142,6 +146,7 @@ impl NbdServer {
         };
         let draining = self.draining.clone();
         let live = self.live.clone();
+        let timing = self.timing;
         thread::Builder::new()
             .name("vssd-nbd-accept".into())
             .spawn(move || {
@@ -172,7 +177,9 @@ impl NbdServer {
                     let (draining, live) = (draining.clone(), live.clone());
                     let r = thread::Builder::new()
                         .name("vssd-nbd-rx".into())
-                        .spawn(move || serve_one(dev, frontend, export, sock, draining, live));
+                        .spawn(move || {
+                            serve_one(dev, frontend, export, sock, draining, live, timing)
+                        });
                     if let Err(e) = r {
                         warn!("NBD {addr}: cannot start a connection thread: {e}");
                     }
@@ -205,7 +212,7 @@ impl NbdServer {
 
 impl Default for NbdServer {
     fn default() -> Self {
-        Self::new()
+        Self::new(Timing::default())
     }
 }
 
@@ -216,6 +223,7 @@ fn serve_one(
     mut sock: Sock,
     draining: Arc<AtomicBool>,
     live: Arc<Mutex<Vec<(Stopper, Sock)>>>,
+    timing: Timing,
 ) {
     sock.set_nodelay();
     let peer = sock.peer();
@@ -250,7 +258,7 @@ fn serve_one(
         }
     );
     let keep = sock.try_clone();
-    conn::transmission(dev, conn, sock, neg, draining, &|stopper| {
+    conn::transmission(dev, conn, sock, neg, draining, timing, &|stopper| {
         if let Ok(k) = &keep
             && let Ok(k) = k.try_clone()
         {

@@ -235,6 +235,11 @@ pub fn slices<'m>(
             addr: s.addr,
             len: u64::from(s.len),
         };
+        // One region holds the segment (the common case): one lookup.
+        if let Ok(sl) = GuestMemoryBackend::get_slice(mem, GuestAddress(s.addr), s.len as usize) {
+            v.push(sl);
+            continue;
+        }
         for sl in GuestMemoryBackend::get_slices(mem, GuestAddress(s.addr), s.len as usize) {
             v.push(sl.map_err(|_| err())?);
         }

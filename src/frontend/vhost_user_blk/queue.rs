@@ -51,15 +51,15 @@ impl QueueSched {
         self.state().heap.push(due, done);
     }
 
-    /// Set the timer for the earliest pending deadline — or to fire at once
-    /// when `now` and anything is pending — and disarm it when nothing is.
-    /// Does nothing when it is already set right.
-    pub fn arm(&self, dev: &Device, now: bool) {
+    /// Set the timer `early_ns` before the earliest pending deadline — or
+    /// to fire at once when `now` and anything is pending — and disarm it
+    /// when nothing is. Does nothing when it is already set right.
+    pub fn arm(&self, dev: &Device, now: bool, early_ns: u64) {
         let mut s = self.state();
         let want = match s.heap.next_due() {
             None => None,
             Some(_) if now => Some(0),
-            Some(d) => Some(d),
+            Some(d) => Some(d.saturating_sub(early_ns).max(1)),
         };
         if want == s.armed_ns {
             return;
@@ -93,6 +93,11 @@ impl QueueSched {
             out.push(d);
         }
         out
+    }
+
+    /// The earliest pending deadline (daemon clock).
+    pub fn next_due(&self) -> Option<u64> {
+        self.state().heap.next_due()
     }
 
     /// Pending completions.
