@@ -213,16 +213,7 @@ pub fn compare(a: &BenchResults, b: &BenchResults) -> String {
         let cell = |cs: &[super::results::PhaseComparison], k: &(String, String)| {
             cs.iter()
                 .find(|c| c.phase == k.0 && c.metric == k.1)
-                .map(|c| {
-                    let verdict = if c.guest_bound {
-                        "guest-bound"
-                    } else if c.within {
-                        "within"
-                    } else {
-                        "outside"
-                    };
-                    format!("{} ({verdict})", fmt_pct(c.difference))
-                })
+                .map(|c| format!("{} ({})", fmt_pct(c.difference), c.verdict()))
                 .unwrap_or_else(|| "—".into())
         };
         let rows = keys

@@ -465,8 +465,15 @@ pub fn run(
                 }
                 PhaseKind::Surface { .. } => {
                     if let Some(j) = out.get(&format!("/tmp/surface{i}.json"))
-                        && let Ok(s) = serde_json::from_str::<Surface>(j.trim())
+                        && let Ok(mut s) = serde_json::from_str::<Surface>(j.trim())
                     {
+                        // The program's start-up before its first burst:
+                        // idle time for the drive, which the simulator
+                        // replays. Both clocks are the guest's boot clock.
+                        s.lead_s = match (times.get(&(i, true)), s.started_uptime_s) {
+                            (Some(t0), Some(t)) if t >= *t0 => Some(t - t0),
+                            _ => None,
+                        };
                         metrics::surface(&s, &mut r.metrics);
                         r.surface = Some(s);
                     }

@@ -85,6 +85,17 @@ pub fn surface(s: &Surface, m: &mut BTreeMap<String, f64>) {
         v.iter().cloned().fold(f64::INFINITY, f64::min),
     );
     m.insert("max_bw".into(), v.iter().cloned().fold(0.0, f64::max));
+    // The median: what a few positions slowed by the host (a stalled
+    // emulator thread) cannot move, unlike the mean.
+    let mut sorted = v.clone();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len();
+    let median = if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+    };
+    m.insert("median_bw".into(), median);
     m.insert("first_bw".into(), v[0]);
     m.insert("last_bw".into(), v[v.len() - 1]);
 }

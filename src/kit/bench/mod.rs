@@ -234,6 +234,7 @@ pub fn compare_runs(guest: &BenchResults, sim: &BenchResults, tol: f64) -> Vec<P
                 difference: diff,
                 within: diff.abs() <= tol,
                 guest_bound,
+                after_guest_bound: false,
             })
         })
         .collect()
@@ -359,11 +360,13 @@ fn summary(r: &BenchResults) -> String {
                 c.guest / 1e6,
                 c.sim / 1e6,
                 c.difference * 100.0,
-                match (c.within, c.guest_bound) {
-                    (true, _) => "",
-                    (false, true) =>
+                match c.verdict() {
+                    "within" => "",
+                    "guest-bound" =>
                         "  (guest-bound: the emulated host, not the drive, set the guest's figure)",
-                    (false, false) => "  (outside)",
+                    "after guest-bound" =>
+                        "  (after guest-bound: it starts from the state the guest's bursts left)",
+                    _ => "  (outside)",
                 }
             );
         }
@@ -456,12 +459,20 @@ fn run_cmd(a: RunArgs) -> Result<(), BenchError> {
                 progress.say("and once more at the guest's pace where the guest could not keep up");
                 s = simrun::run(&sc, a.seed, Some(&replay), &mut |_, _| {})?;
                 cmp = compare_runs(&g, &s, sc.tolerance);
-                for c in &mut cmp {
-                    if replay.pacing[g.phases.iter().position(|p| p.name == c.phase).unwrap_or(0)]
+                let paced = |name: &str| {
+                    g.phases
+                        .iter()
+                        .position(|p| p.name == name)
+                        .and_then(|i| replay.pacing.get(i).copied().flatten())
                         .is_some()
-                    {
+                };
+                let mut previous_paced = false;
+                for c in &mut cmp {
+                    if paced(&c.phase) {
                         c.guest_bound = true;
                     }
+                    c.after_guest_bound = previous_paced;
+                    previous_paced = paced(&c.phase);
                 }
             }
             g.comparison = cmp;

@@ -70,6 +70,15 @@ pub struct Surface {
     pub burst: u64,
     /// The measurements, by position.
     pub points: Vec<SurfacePoint>,
+    /// When the pass started by the machine's boot clock (the clock of
+    /// `/proc/uptime`), seconds: in a guest, set by `vssd surface`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_uptime_s: Option<f64>,
+    /// Seconds from the start of the phase to the start of the pass (the
+    /// program starting, idle time for the drive): set by a guest run and
+    /// replayed by the simulator with the burst start times.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lead_s: Option<f64>,
 }
 
 /// Throughput over time (one sample per `interval_s`).
@@ -164,6 +173,31 @@ pub struct PhaseComparison {
     /// set the guest's figure. Not counted against the tolerance.
     #[serde(default)]
     pub guest_bound: bool,
+    /// The drive state this phase started from was left by a guest-bound
+    /// phase. The simulator replayed the guest's average rate there, not
+    /// its bursts and stalls, so the write buffer and the garbage-collection
+    /// backlog this phase starts with can differ. Reported, not counted
+    /// against the tolerance.
+    #[serde(default)]
+    pub after_guest_bound: bool,
+}
+
+impl PhaseComparison {
+    /// Counted against the tolerance: neither guest-bound nor starting
+    /// from a guest-bound phase's state.
+    pub fn counted(&self) -> bool {
+        !self.guest_bound && !self.after_guest_bound
+    }
+
+    /// A word for the verdict: within, outside, guest-bound, after guest-bound.
+    pub fn verdict(&self) -> &'static str {
+        match (self.within, self.guest_bound, self.after_guest_bound) {
+            (true, _, _) => "within",
+            (false, true, _) => "guest-bound",
+            (false, false, true) => "after guest-bound",
+            (false, false, false) => "outside",
+        }
+    }
 }
 
 /// A whole run.

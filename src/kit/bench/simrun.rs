@@ -42,7 +42,8 @@ pub struct Replay {
     /// rate too (fio's `rate_iops`, split over the job's instances).
     pub pacing: Vec<Option<f64>>,
     /// When the guest started each burst of a surface phase (seconds from
-    /// the start of the pass); the simulator starts none earlier.
+    /// the start of the phase: the program's start-up, then the time
+    /// between bursts); the simulator starts none earlier.
     pub bursts: Vec<Option<Vec<f64>>>,
 }
 
@@ -57,9 +58,10 @@ impl Replay {
                 .iter()
                 .map(|p| {
                     let s = p.surface.as_ref()?;
+                    let lead = s.lead_s.filter(|l| l.is_finite()).unwrap_or(0.0);
                     s.points
                         .iter()
-                        .map(|q| q.start_s)
+                        .map(|q| q.start_s.map(|t| t + lead))
                         .collect::<Option<Vec<f64>>>()
                 })
                 .collect(),

@@ -234,6 +234,17 @@ fn fill_random(buf: &mut [u8]) {
     }
 }
 
+/// The boot clock (`CLOCK_BOOTTIME`, what `/proc/uptime` shows), seconds.
+fn boot_clock_s() -> Option<f64> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec for the call to fill.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
+    (rc == 0).then(|| ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9)
+}
+
 /// Measure a real block device (O_DIRECT, queue depth 1).
 pub fn run_device(a: &SurfaceArgs) -> io::Result<Surface> {
     if a.block == 0
@@ -302,6 +313,7 @@ pub fn run_device(a: &SurfaceArgs) -> io::Result<Surface> {
         }
     }
     let mut points = Vec::new();
+    let started_uptime_s = boot_clock_s();
     let pass = Instant::now();
     for pos in positions(capacity, a.burst, a.block, a.positions) {
         let t0 = Instant::now();
@@ -349,6 +361,8 @@ pub fn run_device(a: &SurfaceArgs) -> io::Result<Surface> {
         block: a.block,
         burst: a.burst,
         points,
+        started_uptime_s,
+        lead_s: None,
     })
 }
 
@@ -371,7 +385,7 @@ pub struct Pass {
 /// The same pass against the model, from model time `*now`; `*now` ends
 /// when the last request completes. Each burst starts when the previous
 /// one ends or, with `starts` (a guest's measured burst start times,
-/// seconds from the start of its pass), not before the guest started it:
+/// seconds from `*now`), not before the guest started it:
 /// the drive then gets the same idle time between bursts as in the guest.
 pub fn run_model(
     ssd: &mut Ssd,
@@ -436,6 +450,8 @@ pub fn run_model(
         block,
         burst,
         points,
+        started_uptime_s: None,
+        lead_s: None,
     })
 }
 

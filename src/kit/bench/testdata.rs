@@ -193,6 +193,8 @@ fn surface(level: f64, spread: f64, dips: u64, dip: f64, seed: u64) -> Surface {
         block: 128 << 10,
         burst: 8 << 20,
         points,
+        started_uptime_s: None,
+        lead_s: None,
     }
 }
 
@@ -379,6 +381,7 @@ pub(crate) fn trim_recovery() -> BenchResults {
             difference,
             within: difference.abs() <= guest.tolerance,
             guest_bound: false,
+            after_guest_bound: false,
         });
     }
     guest.sim = Some(Box::new(sim));

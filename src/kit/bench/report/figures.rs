@@ -327,6 +327,7 @@ pub(crate) fn comparisons(r: &BenchResults) -> Vec<PhaseComparison> {
                     difference,
                     within: difference.abs() <= r.tolerance,
                     guest_bound: false,
+                    after_guest_bound: false,
                 });
             }
         }

@@ -406,6 +406,8 @@ fn degenerate_runs_do_not_panic() {
             bytes_s: -1.0,
             start_s: Some(f64::NAN),
         }],
+        started_uptime_s: Some(f64::INFINITY),
+        lead_s: Some(-1.0),
     });
     r.samples.push(DriveSample {
         t_s: f64::NAN,
@@ -557,6 +559,8 @@ mod prop {
                             start_s: None,
                         })
                         .collect(),
+                    started_uptime_s: None,
+                    lead_s: None,
                 });
                 p.trim = trim.map(|(a, b)| crate::device::report::TrimReport {
                     discard_cmds: u64::from(a),

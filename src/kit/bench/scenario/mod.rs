@@ -300,7 +300,14 @@ impl PhaseKind {
                 "write_clat_p99",
                 "read_clat_p99",
             ],
-            PhaseKind::Surface { .. } => &["mean_bw", "min_bw", "max_bw", "first_bw", "last_bw"],
+            PhaseKind::Surface { .. } => &[
+                "mean_bw",
+                "median_bw",
+                "min_bw",
+                "max_bw",
+                "first_bw",
+                "last_bw",
+            ],
             PhaseKind::Trim { .. } => &["trim_bytes", "freed_bytes", "trim_cmds"],
             _ => &[],
         }
