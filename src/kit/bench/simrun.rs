@@ -148,7 +148,7 @@ pub fn run(
                 let jobs = crate::sim::jobfile::parse(&text, origin)
                     .map_err(|e| BenchError::Sim(e.to_string()))?;
                 let report = sim
-                    .run(&jobs.jobs)
+                    .run_file(&jobs, &mut |_| {})
                     .map_err(|e| BenchError::Sim(format!("phase {}: {e}", p.name)))?;
                 let v: serde_json::Value =
                     serde_json::from_str(&crate::sim::report::json(&report)).unwrap_or_default();
