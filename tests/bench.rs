@@ -175,14 +175,6 @@ fn trim_recovery_in_a_guest_beside_the_simulator() {
     assert!(r.passed());
     // The simulator ran beside it, and each phase agrees or is explained.
     let sim = r.sim.as_ref().expect("a simulator run");
-    // The simulator sees the used state and the recovery too.
-    let s = |p: &str| {
-        sim.phase(p)
-            .and_then(|p| p.metrics.get("median_bw"))
-            .copied()
-            .unwrap()
-    };
-    assert!(s("used") < 0.8 * s("fresh") && s("trimmed") >= 0.9 * s("fresh"));
     assert_eq!(sim.phases.len(), r.phases.len());
     assert!(!r.comparison.is_empty());
     for c in &r.comparison {
