@@ -93,6 +93,14 @@ pub fn stats(r: &StatsReport) -> String {
         d.backing.as_deref().unwrap_or("in memory"),
         format_size(d.allocated_bytes)
     );
+    if d.model_bytes > 0 || d.rss_bytes > 0 {
+        let _ = writeln!(
+            o,
+            "memory       model {}, daemon resident {}",
+            format_size(d.model_bytes),
+            format_size(d.rss_bytes)
+        );
+    }
     if let Some(why) = &d.stopped {
         let _ = writeln!(o, "STOPPED      {why}");
     }
