@@ -586,9 +586,13 @@ impl Device {
         self.settle(p, r)
     }
 
-    /// The model's counters.
+    /// The model's counters, with the drive's idle-time work done up to now
+    /// (it is otherwise done when the next request arrives).
     pub fn counters(&self) -> Counters {
-        self.lock().ssd.counters()
+        let now = self.now_ns();
+        let mut m = self.lock();
+        m.ssd.catch_up(now);
+        m.ssd.counters()
     }
 
     /// Record a counter sample for the recent write-amplification window
@@ -628,8 +632,10 @@ impl Device {
 
     /// Everything `vssd ctl stats` shows.
     pub fn report(&self) -> StatsReport {
+        let now = self.now_ns();
         let (counters, model_bytes) = {
-            let m = self.lock();
+            let mut m = self.lock();
+            m.ssd.catch_up(now);
             (m.ssd.counters(), m.ssd.memory_bytes() as u64)
         };
         StatsReport {

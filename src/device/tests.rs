@@ -117,3 +117,25 @@ fn the_payload_sample_spans_buffers() {
     let zb = [VolatileSlice::from(&mut z[..])];
     assert_eq!(sample_payload(&zb, 8192), Payload::Zeroes);
 }
+
+#[test]
+fn idle_work_shows_in_the_stats_without_a_request() {
+    let dev = device(DataLocation::Memory, None);
+    let conn = dev.register_frontend("test", "", "").connect("");
+    let mut data = vec![3u8; 8 << 20];
+    dev.write(&conn, 0, &[VolatileSlice::from(&mut data[..])], true)
+        .complete(0);
+    dev.flush(&conn).complete(0);
+    let d = dev.discard(&conn, &[(0, 8 << 20)], false);
+    assert_eq!(d.status(), Status::Ok);
+    // The discard's own completion time, then idle time for the erases.
+    std::thread::sleep(std::time::Duration::from_nanos(
+        d.due_ns().saturating_sub(dev.now_ns()),
+    ));
+    d.complete(dev.now_ns());
+    let before = dev.lock().ssd.counters().free_blocks;
+    std::thread::sleep(std::time::Duration::from_millis(250));
+    // No request since: the report does the erases the idle drive did.
+    let after = dev.report().counters.free_blocks;
+    assert!(after > before, "free blocks {before} -> {after}");
+}

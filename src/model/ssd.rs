@@ -315,6 +315,20 @@ impl Ssd {
         }
     }
 
+    /// Let the drive do, up to `now_ns`, the work it does while the host
+    /// leaves it alone (erases in idle die time, background GC, SLC folding
+    /// after `bg_idle_ms`). [`Ssd::submit`] does the same before each
+    /// request, so this changes no timing: it only brings the state (and
+    /// the counters a monitor reads) up to date during an idle period.
+    pub fn catch_up(&mut self, now_ns: u64) {
+        if self.damaged.is_some() {
+            return;
+        }
+        let now = now_ns.max(self.last_now);
+        self.erase_in_gaps(now);
+        self.background(now);
+    }
+
     /// Submit a request at `now_ns` and return when it completes.
     ///
     /// `now_ns` is clamped to be non-decreasing. A bad request (misaligned,
