@@ -46,7 +46,7 @@ pub struct CalibrateArgs {
     /// Every built-in preset.
     #[arg(long, conflicts_with = "profile")]
     pub all: bool,
-    /// Run at this capacity (geometry scaled, over-provisioning kept);
+    /// Run at this capacity (geometry scaled so that the usable spare area keeps its share of the capacity; see docs/model.md);
     /// default: the profile's own. 16G = 16 x 2^30 bytes.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub capacity: Option<u64>,

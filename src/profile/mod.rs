@@ -426,8 +426,9 @@ impl Profile {
         if mb > 0.0 { mb * 1e6 } else { f64::INFINITY }
     }
 
-    /// Return a copy exporting `capacity` bytes: blocks per plane scaled so the
-    /// over-provisioning ratio stays what it was, everything else unchanged.
+    /// Return a copy exporting `capacity` bytes: blocks per plane (and, on
+    /// small drives, pages per block) scaled so the spare area the FTL can
+    /// use keeps its share of the capacity, everything else unchanged.
     /// A capacity below the smallest the geometry scales to is refused with
     /// that minimum ([`ProfileError::CapacityTooSmall`]).
     pub fn with_capacity(&self, capacity: u64) -> Result<Profile, ProfileError> {

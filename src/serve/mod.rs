@@ -59,7 +59,7 @@ pub struct ServeArgs {
     /// Drive profile: a preset name (`vssd profiles`) or a TOML file.
     #[arg(long, value_name = "P")]
     pub profile: String,
-    /// Exported capacity (geometry scaled, over-provisioning kept), e.g. `8G`.
+    /// Exported capacity (geometry scaled, usable spare area kept in proportion), e.g. `8G`.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub capacity: Option<u64>,
     /// Sparse backing file for the data (created if missing).

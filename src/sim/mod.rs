@@ -98,7 +98,7 @@ pub struct SimArgs {
     /// Drive profile: a preset name (see `vssd profiles`) or a TOML file.
     #[arg(long)]
     pub profile: String,
-    /// Override the exported capacity (geometry scaled, over-provisioning kept):
+    /// Override the exported capacity (geometry scaled, usable spare area kept in proportion):
     /// 16G or 16GiB = 16 x 2^30 bytes, 16GB = 16 x 10^9 bytes.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub capacity: Option<u64>,

@@ -1,6 +1,6 @@
 //! Saving and loading the FTL state (`vssd serve --state-dir`).
 //!
-//! Format version 2, all integers little-endian:
+//! Format version 3 (see `VERSION`), all integers little-endian:
 //!
 //! ```text
 //! header   "VSSDFTL\0" | version u32 | CRC-32 of those 12 bytes (u32)
