@@ -213,9 +213,49 @@ pub fn stats(r: &StatsReport) -> String {
     );
     let _ = writeln!(
         o,
-        "  wear           erase count min {}, mean {:.2}, max {}",
-        c.erase_count_min, c.erase_count_avg, c.erase_count_max
+        "  wear           erase count min {}, mean {:.2}, max {}{}",
+        c.erase_count_min,
+        c.erase_count_avg,
+        c.erase_count_max,
+        c.wear_percent_used
+            .map(|w| format!("; percentage used {w:.1} %"))
+            .unwrap_or_default()
     );
+    if c.host_reduced_bytes > 0 {
+        let _ = writeln!(
+            o,
+            "  reduction      host writes {} after data reduction ({} of what the host wrote)",
+            format_size(c.host_reduced_bytes),
+            pct(c.host_reduced_bytes, c.host_written_bytes)
+        );
+    }
+    if c.merges_switch + c.merges_partial + c.merges_full > 0 {
+        let _ = writeln!(
+            o,
+            "  merges         {} switch, {} partial, {} full; {} copied ({} units)",
+            c.merges_switch,
+            c.merges_partial,
+            c.merges_full,
+            format_size(c.merge_copies.saturating_mul(unit_bytes)),
+            c.merge_copies
+        );
+    }
+    if c.slc_units_written > 0 || c.slc_free_units > 0 {
+        let _ = writeln!(
+            o,
+            "  SLC cache      {} free; {} written in SLC mode, {} folded",
+            format_size(c.slc_free_units.saturating_mul(unit_bytes)),
+            format_size(c.slc_units_written.saturating_mul(unit_bytes)),
+            format_size(c.slc_units_folded.saturating_mul(unit_bytes))
+        );
+    }
+    if c.trim_dropped_units > 0 {
+        let _ = writeln!(
+            o,
+            "  TRIM           {} dropped from the write buffer before programming",
+            format_size(c.trim_dropped_units.saturating_mul(unit_bytes))
+        );
+    }
     let _ = writeln!(
         o,
         "  buffer         host writes waited {} in all for buffer space; {} read-modify-write reads",
@@ -348,4 +388,30 @@ pub fn precondition(r: &PreconditionResult) -> String {
         c.free_blocks,
         c.total_blocks
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::{DataLocation, Device, DeviceOptions};
+    use crate::profile::Profile;
+
+    #[test]
+    fn period_counters_show_in_the_text_only_when_the_drive_has_them() {
+        let report = |preset: &str| {
+            let dev = Device::open(DeviceOptions {
+                profile: Profile::load_with_capacity(preset, Some(1 << 30)).unwrap(),
+                data: DataLocation::Memory,
+                state_file: None,
+                seed: 1,
+            })
+            .unwrap();
+            stats(&dev.report())
+        };
+        let generic = report("sata-mlc-2011");
+        assert!(!generic.contains("SLC cache") && !generic.contains("merges"));
+        let slc = report("nvme-tlc-slc-cache");
+        assert!(slc.contains("SLC cache"), "{slc}");
+        assert!(slc.contains("percentage used"), "{slc}");
+    }
 }

@@ -514,14 +514,8 @@ impl Ssd {
     /// The write path under hybrid mapping (see [`Ssd::write`]).
     pub(super) fn hy_write(&mut self, t: u64, offset: u64, len: u64) -> Result<u64, Broken> {
         let ub = self.geo.unit_bytes;
-        let first = offset / ub;
-        let last = (offset + len - 1) / ub;
-        let n = last - first + 1;
+        let (first, last, link_start, link_end) = self.write_transfer(t, offset, len);
         let buffered = self.geo.buffer_units > 0;
-        let admit = if buffered { self.buffer_admit(t, n) } else { t };
-        let link_start = admit.max(self.link_free);
-        let link_end = link_start + self.geo.link_ns(len);
-        self.link_free = link_end;
         let mut done = link_end;
         self.hy_mut().touched.clear();
         for (i, lpn) in (first..=last).enumerate() {

@@ -315,6 +315,24 @@ impl Ssd {
         }
     }
 
+    /// A host write's first and last mapping units and its transfer over
+    /// the link, which starts once the write buffer admits it: (first,
+    /// last, link start, link end). Shared by both mapping policies.
+    pub(super) fn write_transfer(&mut self, t: u64, offset: u64, len: u64) -> (u64, u64, u64, u64) {
+        let ub = self.geo.unit_bytes;
+        let first = offset / ub;
+        let last = (offset + len - 1) / ub;
+        let admit = if self.geo.buffer_units > 0 {
+            self.buffer_admit(t, last - first + 1)
+        } else {
+            t
+        };
+        let link_start = admit.max(self.link_free);
+        let link_end = link_start + self.geo.link_ns(len);
+        self.link_free = link_end;
+        (first, last, link_start, link_end)
+    }
+
     /// Let the drive do, up to `now_ns`, the work it does while the host
     /// leaves it alone (erases in idle die time, background GC, SLC folding
     /// after `bg_idle_ms`). [`Ssd::submit`] does the same before each
@@ -522,14 +540,8 @@ impl Ssd {
             return self.hy_write(t, offset, len);
         }
         let ub = self.geo.unit_bytes;
-        let first = offset / ub;
-        let last = (offset + len - 1) / ub;
-        let n = last - first + 1;
+        let (first, last, link_start, link_end) = self.write_transfer(t, offset, len);
         let buffered = self.geo.buffer_units > 0;
-        let admit = if buffered { self.buffer_admit(t, n) } else { t };
-        let link_start = admit.max(self.link_free);
-        let link_end = link_start + self.geo.link_ns(len);
-        self.link_free = link_end;
         let mut done = link_end;
         for (i, lpn) in (first..=last).enumerate() {
             let mut ready = (link_start + self.geo.link_ns((i as u64 + 1) * ub)).min(link_end);

@@ -95,9 +95,18 @@ const UNSUPPORTED: &[(&str, &str)] = &[
     ("zonesize", "zoned I/O is not simulated"),
     ("zonerange", "zoned I/O is not simulated"),
     ("zoneskip", "zoned I/O is not simulated"),
-    ("rate_min", "minimum-rate enforcement is not simulated (rate and rate_iops are)"),
-    ("rate_iops_min", "minimum-rate enforcement is not simulated (rate and rate_iops are)"),
-    ("rate_process", "rate_process is not simulated (leave it out: fio's default, linear, is what rate and rate_iops do)"),
+    (
+        "rate_min",
+        "minimum-rate enforcement is not simulated (rate and rate_iops are)",
+    ),
+    (
+        "rate_iops_min",
+        "minimum-rate enforcement is not simulated (rate and rate_iops are)",
+    ),
+    (
+        "rate_process",
+        "rate_process is not simulated (leave it out: fio's default, linear, is what rate and rate_iops do)",
+    ),
     ("ratecycle", "ratecycle is not simulated"),
     ("percentage_random", "partly random jobs are not simulated"),
     (
