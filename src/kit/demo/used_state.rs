@@ -234,8 +234,9 @@ fn table(r: &DemoReport) -> String {
         .stats
         .pointer("/model/write_amplification")
         .or_else(|| r.stats.pointer("/counters/write_amplification"))
+        .and_then(serde_json::Value::as_f64)
     {
-        let _ = writeln!(o, "Write amplification over the whole run: {wa}");
+        let _ = writeln!(o, "Write amplification over the whole run: {wa:.2}");
     }
     o
 }
