@@ -55,6 +55,35 @@ fn mkfs(fs: Fs, dev: &str, discard: bool) -> String {
 }
 
 /// The guest script of phases `range`.
+/// Directories the test guest mounts its own tmpfs over, hiding the
+/// host's files there.
+const HIDDEN_IN_GUEST: [&str; 3] = ["/tmp/", "/dev/shm/", "/run/"];
+
+/// A path of `exe` that the test guest can see: itself, or, for a binary
+/// under a directory the guest hides (e.g. a checkout in /tmp), a copy in
+/// a private directory under /var/tmp, removed when the guard drops.
+fn guest_visible(
+    exe: &std::path::Path,
+) -> Result<(std::path::PathBuf, Option<tempfile::TempDir>), BenchError> {
+    let shown = exe.display().to_string();
+    if !HIDDEN_IN_GUEST.iter().any(|d| shown.starts_with(d)) {
+        return Ok((exe.to_path_buf(), None));
+    }
+    let io = |e: std::io::Error| {
+        BenchError::Io(format!(
+            "{shown} is under a directory the guest does not see, and copying it to /var/tmp failed: {e}"
+        ))
+    };
+    // tempfile creates the directory with mode 0700.
+    let dir = tempfile::Builder::new()
+        .prefix("vssd-bench-exe-")
+        .tempdir_in("/var/tmp")
+        .map_err(io)?;
+    let copy = dir.path().join("vssd");
+    std::fs::copy(exe, &copy).map_err(io)?;
+    Ok((copy, Some(dir)))
+}
+
 fn script(sc: &Scenario, range: std::ops::Range<usize>, exe: &str) -> String {
     let dev = sc.bus.guest_dev();
     let mut s = format!("set -e\nexport {DEV_VAR}={dev}\nup() {{ cut -d' ' -f1 /proc/uptime; }}\n");
@@ -264,7 +293,9 @@ pub fn run(
     // next one starts (guest boots, tool start-up), and the simulator
     // replays these gaps.
     let mut last_end: Option<Instant> = None;
-    let exe = o.exe.display().to_string();
+    // The guest runs this binary (`vssd surface`) from the host's root.
+    let (guest_exe, _exe_copy) = guest_visible(&o.exe)?;
+    let exe = guest_exe.display().to_string();
     let new_phase = |i: usize| PhaseResult {
         name: sc.phases[i].name.clone(),
         kind: sc.phases[i].kind.name().into(),
@@ -532,4 +563,29 @@ pub fn run(
         sim: None,
         incomplete,
     })
+}
+
+#[cfg(test)]
+mod exe_tests {
+    use super::*;
+
+    #[test]
+    fn a_binary_the_guest_cannot_see_is_copied_where_it_can() {
+        let (p, guard) = guest_visible(std::path::Path::new("/usr/bin/env")).unwrap();
+        assert_eq!(p, std::path::Path::new("/usr/bin/env"));
+        assert!(guard.is_none());
+        let d = tempfile::Builder::new()
+            .prefix("vssd-exe-test-")
+            .tempdir_in("/tmp")
+            .unwrap();
+        let exe = d.path().join("vssd");
+        std::fs::write(&exe, b"#!/bin/sh\n").unwrap();
+        let (p, guard) = guest_visible(&exe).unwrap();
+        assert!(p.starts_with("/var/tmp"), "{}", p.display());
+        assert_eq!(std::fs::read(&p).unwrap(), b"#!/bin/sh\n");
+        let dir = guard.unwrap();
+        let copy_dir = dir.path().to_path_buf();
+        drop(dir);
+        assert!(!copy_dir.exists());
+    }
 }
