@@ -51,6 +51,20 @@ pub struct TrimReport {
     pub already_unmapped_bytes: u64,
 }
 
+impl TrimReport {
+    /// What was counted between `earlier` (a report of the same counters
+    /// taken before) and this one.
+    pub fn since(&self, earlier: &TrimReport) -> TrimReport {
+        TrimReport {
+            discard_cmds: self.discard_cmds - earlier.discard_cmds,
+            write_zeroes_cmds: self.write_zeroes_cmds - earlier.write_zeroes_cmds,
+            requested_bytes: self.requested_bytes - earlier.requested_bytes,
+            freed_bytes: self.freed_bytes - earlier.freed_bytes,
+            already_unmapped_bytes: self.already_unmapped_bytes - earlier.already_unmapped_bytes,
+        }
+    }
+}
+
 /// Counters of a frontend or a connection.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IoReport {
@@ -175,4 +189,20 @@ pub struct StatsReport {
     pub lateness: Summary,
     /// Per operation kind, keyed by [`OpKind::name`].
     pub ops: BTreeMap<String, OpReport>,
+}
+
+impl StatsReport {
+    /// The TRIM audit of every frontend added up.
+    pub fn trim_total(&self) -> TrimReport {
+        let mut t = TrimReport::default();
+        for f in &self.frontends {
+            let x = &f.io.trim;
+            t.discard_cmds += x.discard_cmds;
+            t.write_zeroes_cmds += x.write_zeroes_cmds;
+            t.requested_bytes += x.requested_bytes;
+            t.freed_bytes += x.freed_bytes;
+            t.already_unmapped_bytes += x.already_unmapped_bytes;
+        }
+        t
+    }
 }

@@ -139,3 +139,26 @@ fn idle_work_shows_in_the_stats_without_a_request() {
     let after = dev.report().counters.free_blocks;
     assert!(after > before, "free blocks {before} -> {after}");
 }
+
+#[test]
+fn trim_totals_add_up_frontends_and_subtract_earlier_reports() {
+    let dev = device(DataLocation::Memory, None);
+    let a = dev.register_frontend("a", "", "").connect("");
+    let b = dev.register_frontend("b", "", "").connect("");
+    let mut data = vec![1u8; 1 << 20];
+    dev.write(&a, 0, &[VolatileSlice::from(&mut data[..])], true)
+        .complete(0);
+    dev.discard(&a, &[(0, 1 << 20)], false).complete(0);
+    let before = dev.report().trim_total();
+    assert_eq!(before.discard_cmds, 1);
+    assert_eq!(before.freed_bytes, 1 << 20);
+    dev.discard(&b, &[(0, 1 << 20)], false).complete(0);
+    let total = dev.report().trim_total();
+    assert_eq!(total.discard_cmds, 2);
+    assert_eq!(total.requested_bytes, 2 << 20);
+    let d = total.since(&before);
+    assert_eq!(d.discard_cmds, 1);
+    assert_eq!(d.requested_bytes, 1 << 20);
+    assert_eq!(d.freed_bytes, 0);
+    assert_eq!(d.already_unmapped_bytes, 1 << 20);
+}

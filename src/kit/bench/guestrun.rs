@@ -158,29 +158,6 @@ fn files(output: &str) -> BTreeMap<String, String> {
     out
 }
 
-fn trim_delta(a: &TrimReport, b: &TrimReport) -> TrimReport {
-    TrimReport {
-        discard_cmds: b.discard_cmds - a.discard_cmds,
-        write_zeroes_cmds: b.write_zeroes_cmds - a.write_zeroes_cmds,
-        requested_bytes: b.requested_bytes - a.requested_bytes,
-        freed_bytes: b.freed_bytes - a.freed_bytes,
-        already_unmapped_bytes: b.already_unmapped_bytes - a.already_unmapped_bytes,
-    }
-}
-
-fn trim_total(r: &crate::device::StatsReport) -> TrimReport {
-    let mut t = TrimReport::default();
-    for f in &r.frontends {
-        let x = &f.io.trim;
-        t.discard_cmds += x.discard_cmds;
-        t.write_zeroes_cmds += x.write_zeroes_cmds;
-        t.requested_bytes += x.requested_bytes;
-        t.freed_bytes += x.freed_bytes;
-        t.already_unmapped_bytes += x.already_unmapped_bytes;
-    }
-    t
-}
-
 struct Snap {
     counters: Counters,
     trim: TrimReport,
@@ -192,7 +169,7 @@ struct Snap {
 fn snap(serve: &ServeProcess) -> Result<Snap, BenchError> {
     let r = serve.stats()?;
     Ok(Snap {
-        trim: trim_total(&r),
+        trim: r.trim_total(),
         modelled_ns: r
             .ops
             .values()
@@ -510,7 +487,7 @@ pub fn run(
                     }
                 }
                 PhaseKind::Trim { .. } => {
-                    let t = trim_delta(&b.trim, &e.trim);
+                    let t = e.trim.since(&b.trim);
                     r.metrics
                         .insert("trim_bytes".into(), t.requested_bytes as f64);
                     r.metrics.insert("freed_bytes".into(), t.freed_bytes as f64);

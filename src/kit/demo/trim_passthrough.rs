@@ -16,7 +16,6 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::{DemoArgs, DemoError, Env, Fs};
-use crate::device::report::TrimReport;
 use crate::kit::bus::Bus;
 use crate::kit::guest::Guest;
 use crate::size::format_size;
@@ -161,19 +160,6 @@ pub fn parse_case(output: &str) -> Result<(u64, f64), String> {
     Ok((deleted, bw))
 }
 
-fn trim_total(r: &crate::device::StatsReport) -> TrimReport {
-    let mut t = TrimReport::default();
-    for f in &r.frontends {
-        let x = &f.io.trim;
-        t.discard_cmds += x.discard_cmds;
-        t.write_zeroes_cmds += x.write_zeroes_cmds;
-        t.requested_bytes += x.requested_bytes;
-        t.freed_bytes += x.freed_bytes;
-        t.already_unmapped_bytes += x.already_unmapped_bytes;
-    }
-    t
-}
-
 /// Run the three cases.
 pub fn run(args: &DemoArgs, env: &Env) -> Result<(), DemoError> {
     let serve = env.start_serve()?;
@@ -183,7 +169,7 @@ pub fn run(args: &DemoArgs, env: &Env) -> Result<(), DemoError> {
     let mut cases = Vec::new();
     for case in Case::ALL {
         serve.secure_erase()?;
-        let before = trim_total(&serve.stats()?);
+        let before = serve.stats()?.trim_total();
         env.say(&format!(
             "case {}: {:?} on {} ({} bus), file of {}",
             case.label(),
@@ -212,15 +198,14 @@ pub fn run(args: &DemoArgs, env: &Env) -> Result<(), DemoError> {
             phase: case.label().into(),
             why,
         })?;
-        let after = trim_total(&serve.stats()?);
+        let t = serve.stats()?.trim_total().since(&before);
         cases.push(CaseResult {
             case,
             deleted_bytes: deleted,
-            trim_cmds: (after.discard_cmds + after.write_zeroes_cmds)
-                - (before.discard_cmds + before.write_zeroes_cmds),
-            trim_bytes: after.requested_bytes - before.requested_bytes,
-            freed_bytes: after.freed_bytes - before.freed_bytes,
-            already_unmapped_bytes: after.already_unmapped_bytes - before.already_unmapped_bytes,
+            trim_cmds: t.discard_cmds + t.write_zeroes_cmds,
+            trim_bytes: t.requested_bytes,
+            freed_bytes: t.freed_bytes,
+            already_unmapped_bytes: t.already_unmapped_bytes,
             seq_write_bytes_s: bw,
             guest_seconds: t0.elapsed().as_secs_f64(),
         });
