@@ -29,11 +29,42 @@ pub fn lower_timer_slack() {
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
 }
 
+/// How the threads that serve requests and deliver completions are
+/// scheduled (`vssd serve --sched`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum SchedPolicy {
+    /// `batch` for a drive that models no time (`instant`), else `normal`.
+    #[default]
+    Auto,
+    /// `SCHED_OTHER`: a thread woken by a guest's kick or its timer
+    /// usually preempts whatever runs on the CPU (QEMU's vCPUs).
+    Normal,
+    /// `SCHED_BATCH`: woken threads do not preempt: on a host without a
+    /// spare core the vCPU that kicked keeps running, more requests queue
+    /// up, and their completions reach the guest in fewer interrupts.
+    /// Completions may be late by up to a scheduler slice.
+    Batch,
+    /// `SCHED_FIFO` priority 1: due completions preempt everything else.
+    Realtime,
+}
+
+impl SchedPolicy {
+    /// `Auto` made definite for a drive that does (`timed`) or does not
+    /// model time.
+    pub fn resolve(self, timed: bool) -> SchedPolicy {
+        match self {
+            SchedPolicy::Auto if timed => SchedPolicy::Normal,
+            SchedPolicy::Auto => SchedPolicy::Batch,
+            p => p,
+        }
+    }
+}
+
 /// How the threads that deliver completions wait for their time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timing {
-    /// Run them `SCHED_FIFO` (see `vssd serve --realtime`).
-    pub realtime: bool,
+    /// Their scheduling policy.
+    pub sched: SchedPolicy,
     /// Spin (polling the clock, and the ring for vhost-user) instead of
     /// sleeping when the next completion is due within this many ns; the
     /// timer is armed this much early. 0: always sleep.
@@ -46,7 +77,7 @@ pub const DEFAULT_SPIN_NS: u64 = 50_000;
 impl Default for Timing {
     fn default() -> Self {
         Timing {
-            realtime: false,
+            sched: SchedPolicy::Auto,
             spin_ns: DEFAULT_SPIN_NS,
         }
     }
@@ -54,12 +85,26 @@ impl Default for Timing {
 
 impl Timing {
     /// Set up the calling thread to deliver completions: timer slack of
-    /// 1 ns, and `SCHED_FIFO` priority 1 with `realtime`.
+    /// 1 ns, and the scheduling policy (`Auto` counts as `Normal` here:
+    /// resolve it first with [`SchedPolicy::resolve`]).
     pub fn setup_thread(&self) {
         lower_timer_slack();
-        if self.realtime {
-            set_realtime();
+        match self.sched {
+            SchedPolicy::Auto | SchedPolicy::Normal => {}
+            SchedPolicy::Batch => set_batch(),
+            SchedPolicy::Realtime => set_realtime(),
         }
+    }
+}
+
+/// Put the calling thread in `SCHED_BATCH`: its wake-ups do not preempt
+/// running threads.
+pub fn set_batch() {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param.
+    let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) };
+    if r != 0 {
+        log::warn!("cannot use SCHED_BATCH: {}", io::Error::last_os_error());
     }
 }
 
@@ -244,6 +289,20 @@ impl<T> CompletionHeap<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn auto_is_batch_only_for_a_drive_that_models_no_time() {
+        assert_eq!(SchedPolicy::Auto.resolve(false), SchedPolicy::Batch);
+        assert_eq!(SchedPolicy::Auto.resolve(true), SchedPolicy::Normal);
+        for p in [
+            SchedPolicy::Normal,
+            SchedPolicy::Batch,
+            SchedPolicy::Realtime,
+        ] {
+            assert_eq!(p.resolve(false), p);
+            assert_eq!(p.resolve(true), p);
+        }
+    }
 
     #[test]
     fn heap_orders_by_deadline_then_submission() {

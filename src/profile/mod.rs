@@ -318,6 +318,24 @@ fn invalid(origin: &str, field: &str, value: impl ToString, allowed: &str) -> Pr
 }
 
 impl Profile {
+    /// Whether the drive's commands take any modelled time (false for
+    /// `instant`: every command completes as soon as it is submitted).
+    pub fn models_time(&self) -> bool {
+        let (h, n) = (&self.host, &self.nand);
+        let untimed = h.interface == Interface::None
+            && h.bandwidth_mb_s == 0.0
+            && h.command_overhead_ns == 0
+            && h.read_command_ns == 0
+            && h.write_command_ns == 0
+            && h.trim_ns_per_unit == 0
+            && n.t_read_us == 0.0
+            && n.t_prog_us == 0.0
+            && n.t_erase_us == 0.0
+            && n.channel_mb_s == 0.0
+            && self.trim == Trim::default();
+        !untimed
+    }
+
     /// Load a preset by name, or else a TOML file by path.
     pub fn load(name_or_path: &str) -> Result<Profile, ProfileError> {
         if let Some(text) = presets::get(name_or_path) {
@@ -605,6 +623,14 @@ mod tests {
             let again = Profile::from_toml(&p.to_toml(), "roundtrip").unwrap();
             assert_eq!(p, again, "{name} round-trips through TOML");
             assert!(p.raw_capacity() > p.geometry.exported_capacity.0);
+        }
+    }
+
+    #[test]
+    fn only_the_instant_profile_models_no_time() {
+        for name in presets::NAMES {
+            let p = Profile::load(name).unwrap();
+            assert_eq!(p.models_time(), *name != "instant", "{name}");
         }
     }
 

@@ -34,7 +34,7 @@ use self::sockets::{bind_private, claim_socket_path, group_id, parse_mode, set_s
 use self::vhost::{Conn, stop_connection};
 use crate::ctl::server;
 use crate::device::files::{self, DirLock, FileError};
-use crate::device::scheduler::Timing;
+use crate::device::scheduler::{SchedPolicy, Timing};
 use crate::device::{DataLocation, Device, DeviceError, DeviceOptions};
 use crate::frontend::nbd::{NbdAddr, NbdListener, NbdServer};
 use crate::profile::{Profile, ProfileError};
@@ -90,10 +90,16 @@ pub struct ServeArgs {
     /// Largest virtqueue size accepted; QEMU's `queue-size` (128 unless set) must not exceed it.
     #[arg(long, value_name = "N", default_value_t = 1024)]
     pub queue_size: u16,
-    /// Run the queue threads SCHED_FIFO (priority 1) so completions are not
-    /// delayed by busy vCPU threads (needs CAP_SYS_NICE; they only ever sleep
-    /// or do short work).
-    #[arg(long)]
+    /// Scheduling of the threads that serve requests and deliver
+    /// completions: `normal`; `batch` (a woken thread does not preempt busy
+    /// vCPU threads: fewer guest interrupts, completions possibly late);
+    /// `realtime` (SCHED_FIFO priority 1: due completions preempt
+    /// everything; needs CAP_SYS_NICE); `auto`: `batch` for a drive that
+    /// models no time (`instant`), `normal` otherwise.
+    #[arg(long, value_enum, value_name = "POLICY", default_value_t = SchedPolicy::Auto)]
+    pub sched: SchedPolicy,
+    /// Same as `--sched realtime`.
+    #[arg(long, conflicts_with = "sched")]
     pub realtime: bool,
     /// When the next completion of a queue is due within this many
     /// microseconds, its thread spins (polling the clock and the ring)
@@ -116,10 +122,16 @@ pub struct ServeArgs {
 }
 
 impl ServeArgs {
-    /// How completion-delivering threads wait (`--realtime`, `--spin-us`).
-    pub fn timing(&self) -> Timing {
+    /// How completion-delivering threads wait (`--sched`, `--realtime`,
+    /// `--spin-us`), for a drive that does (`timed`) or does not model time.
+    pub fn timing(&self, timed: bool) -> Timing {
+        let sched = if self.realtime {
+            SchedPolicy::Realtime
+        } else {
+            self.sched
+        };
         Timing {
-            realtime: self.realtime,
+            sched: sched.resolve(timed),
             spin_ns: self.spin_us.saturating_mul(1000),
         }
     }
@@ -312,7 +324,7 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
     }
     server::spawn(ctl_listener, device.clone()).map_err(ServeError::Setup)?;
     spawn_sampler(&device).map_err(ServeError::Setup)?;
-    let nbd = NbdServer::new(args.timing());
+    let nbd = NbdServer::new(args.timing(device.profile().models_time()));
     for (addr, l) in nbd_listeners {
         let fe = device.register_frontend("nbd", addr.to_string(), "export \"\" or \"vssd\"");
         nbd.spawn(device.clone(), fe, addr.clone(), l)

@@ -99,7 +99,7 @@ pub fn serve_loop(
             frontend.clone(),
             args.queues,
             args.queue_size,
-            args.timing(),
+            args.timing(device.profile().models_time()),
         )
         .map_err(ServeError::Setup)?;
         let mem = GuestMemoryAtomic::new(GuestMemoryMmap::new());

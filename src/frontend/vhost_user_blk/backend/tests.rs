@@ -13,6 +13,7 @@ use vm_memory::{Bytes, GuestAddress};
 use vmm_sys_util::eventfd::{EFD_NONBLOCK, EventFd};
 
 use super::*;
+use crate::device::scheduler::SchedPolicy;
 use crate::device::{DataLocation, DeviceOptions};
 use crate::profile::Profile;
 
@@ -32,6 +33,15 @@ struct Rig {
 /// A backend on a 64 MiB drive whose every command takes
 /// `overhead_ns` of model time (0: the instant profile), one queue.
 fn rig(overhead_ns: Option<u64>, event_idx: bool, spin_ns: u64) -> Rig {
+    let timing = Timing {
+        spin_ns,
+        ..Timing::default()
+    };
+    rig_with(overhead_ns, event_idx, timing)
+}
+
+/// [`rig`] with its queue threads' `timing`.
+fn rig_with(overhead_ns: Option<u64>, event_idx: bool, timing: Timing) -> Rig {
     let mut profile = match overhead_ns {
         None => Profile::load_with_capacity("instant", Some(64 << 20)).unwrap(),
         Some(ns) => {
@@ -51,17 +61,7 @@ fn rig(overhead_ns: Option<u64>, event_idx: bool, spin_ns: u64) -> Rig {
         .unwrap(),
     );
     let fe = device.register_frontend("test", "mock", "");
-    let backend = BlkBackend::new(
-        device,
-        fe,
-        1,
-        QSIZE,
-        Timing {
-            realtime: false,
-            spin_ns,
-        },
-    )
-    .unwrap();
+    let backend = BlkBackend::new(device, fe, 1, QSIZE, timing).unwrap();
     let mem = GuestMemoryMmap::from_ranges(&[(GuestAddress(0), MEM)]).unwrap();
     let atomic = GuestMemoryAtomic::new(mem.clone());
     backend.update_memory(atomic.clone()).unwrap();
@@ -250,6 +250,27 @@ fn a_batch_of_requests_is_completed_with_one_signal() {
     }
     assert_eq!(r.signals(), 1, "one interrupt for the batch");
     assert_eq!(r.backend.pending(), 0);
+}
+
+/// The thread that handles a queue's events takes the scheduling policy
+/// it was given (`batch` for the instant profile under `--sched auto`).
+#[test]
+fn the_queue_thread_takes_its_scheduling_policy() {
+    let policy = std::thread::spawn(|| {
+        let timing = Timing {
+            sched: SchedPolicy::Auto.resolve(false),
+            spin_ns: 0,
+        };
+        let mut r = rig_with(None, true, timing);
+        r.add(0, VIRTIO_BLK_T_IN, 0);
+        r.kick();
+        assert_eq!(r.used_idx(), 1);
+        // SAFETY: pid 0 is the calling thread.
+        unsafe { libc::sched_getscheduler(0) }
+    })
+    .join()
+    .unwrap();
+    assert_eq!(policy, libc::SCHED_BATCH);
 }
 
 /// EVENT_IDX: the driver's used_event is honoured — no signal until
