@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::device::StatsReport;
 pub use crate::device::trimlog::TrimRecord;
-use crate::model::Counters;
+use crate::model::{Counters, Precondition};
 
 /// A control request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -79,6 +79,36 @@ pub enum Step {
         /// Total.
         amount: String,
     },
+}
+
+/// The model's precondition steps for `steps` on a drive of `capacity`
+/// bytes, each checked (write sizes, amounts).
+pub fn model_steps(steps: &[Step], capacity: u64) -> Result<Vec<Precondition>, String> {
+    let check_bs = |what: &str, bs: u64| {
+        if bs == 0 || !bs.is_multiple_of(512) || bs > capacity {
+            Err(format!(
+                "{what} bs {bs} must be a non-zero multiple of 512, at most the capacity"
+            ))
+        } else {
+            Ok(())
+        }
+    };
+    steps
+        .iter()
+        .map(|s| match s {
+            Step::TrimAll => Ok(Precondition::TrimAll),
+            Step::FillSeq { bs } => {
+                check_bs("fill-seq", *bs)?;
+                Ok(Precondition::FillSequential { bs: *bs })
+            }
+            Step::Random { bs, amount } => {
+                check_bs("random", *bs)?;
+                let a = parse_amount(amount, capacity, *bs)
+                    .map_err(|e| format!("random amount: {e}"))?;
+                Ok(Precondition::Random { bs: *bs, amount: a })
+            }
+        })
+        .collect()
 }
 
 /// A reply line.

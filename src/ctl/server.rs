@@ -13,47 +13,16 @@ use std::time::{Duration, Instant};
 use log::{debug, info, warn};
 
 use super::protocol::{
-    CtlReply, CtlRequest, EraseResult, PreconditionResult, Progress, ProgressLine, Step,
-    TrimLogResult, parse_amount,
+    CtlReply, CtlRequest, EraseResult, PreconditionResult, Progress, ProgressLine, TrimLogResult,
+    model_steps,
 };
 use crate::device::Device;
-use crate::model::Precondition;
 
 /// Longest accepted request line.
 pub const MAX_LINE: u64 = 64 * 1024;
 
 /// Shortest interval between two progress lines.
 const PROGRESS_EVERY: Duration = Duration::from_millis(200);
-
-/// Validate precondition steps against the drive.
-fn model_steps(device: &Device, steps: &[Step]) -> Result<Vec<Precondition>, String> {
-    let cap = device.capacity();
-    let check_bs = |what: &str, bs: u64| {
-        if bs == 0 || !bs.is_multiple_of(512) || bs > cap {
-            Err(format!(
-                "{what} bs {bs} must be a non-zero multiple of 512, at most the capacity"
-            ))
-        } else {
-            Ok(())
-        }
-    };
-    steps
-        .iter()
-        .map(|s| match s {
-            Step::TrimAll => Ok(Precondition::TrimAll),
-            Step::FillSeq { bs } => {
-                check_bs("fill-seq", *bs)?;
-                Ok(Precondition::FillSequential { bs: *bs })
-            }
-            Step::Random { bs, amount } => {
-                check_bs("random", *bs)?;
-                let a =
-                    parse_amount(amount, cap, *bs).map_err(|e| format!("random amount: {e}"))?;
-                Ok(Precondition::Random { bs: *bs, amount: a })
-            }
-        })
-        .collect()
-}
 
 /// Whether the peer of `stream` has hung up (without consuming input).
 fn peer_gone(stream: &UnixStream) -> bool {
@@ -100,7 +69,7 @@ pub fn handle_line(
             seed,
             progress,
         } => {
-            let model = match model_steps(device, &steps) {
+            let model = match model_steps(&steps, device.capacity()) {
                 Ok(m) => m,
                 Err(e) => return CtlReply::err(e),
             };

@@ -17,7 +17,7 @@ use super::progress::Progress;
 use super::results::{BenchResults, DriveSample, Environment, Mode, PhaseResult, Surface};
 use super::scenario::{DEV_VAR, PhaseKind, Scenario, SurfaceOp, TrimMethod};
 use super::simrun::{sample, unix_now};
-use crate::ctl::protocol::{CtlRequest, PreconditionResult, Step};
+use crate::ctl::protocol::{CtlRequest, PreconditionResult};
 use crate::device::report::TrimReport;
 use crate::kit::demo::Fs;
 use crate::kit::guest::{Guest, ensure_image};
@@ -307,29 +307,12 @@ pub fn run(
             let res: Result<(), BenchError> = (|| {
                 match &p.kind {
                     PhaseKind::SecureErase => serve.secure_erase()?,
-                    PhaseKind::Precondition {
-                        trim_all,
-                        fill_bs,
-                        random,
-                    } => {
-                        let mut steps = Vec::new();
-                        if *trim_all {
-                            steps.push(Step::TrimAll);
-                        }
-                        if let Some(bs) = fill_bs {
-                            steps.push(Step::FillSeq { bs: *bs });
-                        }
-                        if let Some((bs, amount)) = random {
-                            steps.push(Step::Random {
-                                bs: *bs,
-                                amount: amount.clone(),
-                            });
-                        }
+                    PhaseKind::Precondition { steps } => {
                         let mut c =
                             crate::ctl::Client::connect(&serve.control, Duration::from_secs(60))?;
                         let pr: PreconditionResult = c.call_typed(
                             &CtlRequest::Precondition {
-                                steps,
+                                steps: steps.clone(),
                                 seed: 1,
                                 progress: true,
                             },

@@ -11,7 +11,7 @@ use super::scenario::{PhaseKind, Scenario, TrimMethod, job_for_sim};
 use super::surface;
 use crate::device::report::TrimReport;
 use crate::kit::bus::Bus;
-use crate::model::{Op, Payload, Precondition, PreconditionRun, Request};
+use crate::model::{Op, Payload, PreconditionRun, Request};
 use crate::sim::Simulation;
 
 /// Largest TRIM range the guest's block layer sends on `bus`: ATA ranges
@@ -108,23 +108,9 @@ pub fn run(
             |e: crate::model::ModelError| BenchError::Sim(format!("phase {}: {e}", p.name));
         match &p.kind {
             PhaseKind::SecureErase => sim.ssd_mut().secure_erase(),
-            PhaseKind::Precondition {
-                trim_all,
-                fill_bs,
-                random,
-            } => {
-                let mut steps = Vec::new();
-                if *trim_all {
-                    steps.push(Precondition::TrimAll);
-                }
-                if let Some(bs) = fill_bs {
-                    steps.push(Precondition::FillSequential { bs: *bs });
-                }
-                if let Some((bs, amount)) = random {
-                    let a = crate::ctl::protocol::parse_amount(amount, sc.capacity, *bs)
-                        .map_err(BenchError::Sim)?;
-                    steps.push(Precondition::Random { bs: *bs, amount: a });
-                }
+            PhaseKind::Precondition { steps } => {
+                let steps = crate::ctl::protocol::model_steps(steps, sc.capacity)
+                    .map_err(|e| BenchError::Sim(format!("phase {}: {e}", p.name)))?;
                 let now = sim.now_ns();
                 let mut run = PreconditionRun::new(sim.ssd(), now, &steps, seed);
                 let pr = run.advance(sim.ssd_mut(), u64::MAX).map_err(model_err)?;

@@ -32,6 +32,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::expr::Assertion;
+use crate::ctl::protocol::Step;
 use crate::kit::bus::Bus;
 use crate::kit::demo::Fs;
 use crate::profile::Profile;
@@ -215,12 +216,9 @@ pub enum PhaseKind {
     SecureErase,
     /// Age the drive in model time (host side).
     Precondition {
-        /// TRIM everything first.
-        trim_all: bool,
-        /// Sequential fill write size.
-        fill_bs: Option<u64>,
-        /// Random write size and amount (`"2x"` or bytes).
-        random: Option<(u64, String)>,
+        /// Its steps in order (trim everything, sequential fill, random
+        /// writes), as `vssd ctl precondition` sends them.
+        steps: Vec<Step>,
     },
     /// A fio job file, run unchanged (`filename=${VSSD_DEV}`).
     Fio {
@@ -499,20 +497,21 @@ impl Scenario {
                             Some((bs, amount))
                         }
                     };
-                    if !trim_all && fill_bs.is_none() && random.is_none() {
+                    let steps: Vec<Step> = [
+                        trim_all.then_some(Step::TrimAll),
+                        fill_bs.map(|bs| Step::FillSeq { bs }),
+                        random.map(|(bs, amount)| Step::Random { bs, amount }),
+                    ]
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                    if steps.is_empty() {
                         return Err(perr(
                             "precondition: give trim_all = true, fill = \"seq\" and/or random_bs"
                                 .into(),
                         ));
                     }
-                    (
-                        name,
-                        PhaseKind::Precondition {
-                            trim_all,
-                            fill_bs,
-                            random,
-                        },
-                    )
+                    (name, PhaseKind::Precondition { steps })
                 }
                 PhaseSpec::Fio { name, job } => {
                     let (jorigin, jtext) = match dir.map(|d| d.join(&job)).filter(|p| p.exists()) {
