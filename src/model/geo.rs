@@ -74,12 +74,28 @@ pub(crate) struct Geo {
     upd_shift: u32,
     ch_shift: u32,
     dies_shift: u32,
+    /// `ceil(2^64 / blocks_per_die)`: block / blocks_per_die as a multiply
+    /// (exact for every u32 block; see [`div_by_magic`]).
+    bpd_magic: u64,
     /// Channel transfer time of one dpage.
     pub(crate) dpage_chan_ns: u64,
 }
 
 /// Marks a divisor that is not a power of two.
 const NOT_POW2: u32 = u32::MAX;
+
+/// `ceil(2^64 / d)` for `d` ≥ 2 (0 for `d` < 2, which divides directly).
+fn magic_of(d: u32) -> u64 {
+    if d < 2 { 0 } else { u64::MAX / d as u64 + 1 }
+}
+
+/// `n / d` from `magic = magic_of(d)`: exact for every 32-bit `n` and
+/// `d` ≥ 2 (Lemire, Kaser and Kurz, "Faster remainder by direct
+/// computation", 2019), a multiply instead of a division.
+#[inline]
+fn div_by_magic(n: u32, magic: u64) -> u32 {
+    ((magic as u128 * n as u128) >> 64) as u32
+}
 
 fn shift_of(d: u32) -> u32 {
     if d.is_power_of_two() {
@@ -171,6 +187,7 @@ impl Geo {
             upd_shift: shift_of(units_per_dpage),
             ch_shift: shift_of(g.channels),
             dies_shift: shift_of(dies),
+            bpd_magic: magic_of(blocks_per_die),
             dpage_chan_ns: (dpage_bytes as f64 * chan_ns_per_byte) as u64,
         }
     }
@@ -205,6 +222,9 @@ impl Geo {
 
     #[inline]
     pub(crate) fn die_of_block(&self, block: u32) -> u32 {
+        if self.bpd_magic != 0 {
+            return div_by_magic(block, self.bpd_magic);
+        }
         block / self.blocks_per_die
     }
 
@@ -250,5 +270,28 @@ impl Geo {
         block as u64 * self.units_per_block as u64
             + page as u64 * self.units_per_dpage as u64
             + slot as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn division_by_magic_is_exact() {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for d in (2..300u32).chain([1101, 16384, 65_521, 1 << 20, u32::MAX - 1, u32::MAX]) {
+            let m = magic_of(d);
+            for n in [0, 1, d - 1, d, d + 1, u32::MAX - 1, u32::MAX] {
+                assert_eq!(div_by_magic(n, m), n / d, "{n} / {d}");
+            }
+            for _ in 0..2000 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let n = x as u32;
+                assert_eq!(div_by_magic(n, m), n / d, "{n} / {d}");
+            }
+        }
     }
 }

@@ -565,8 +565,12 @@ impl Profile {
             return None;
         }
         let g = &self.geometry;
-        let row = g.channels as u64 * g.dies_per_channel as u64 * g.planes_per_die as u64 * g.page_size.0;
-        let full_lsbs = g.exported_capacity.0.div_ceil(row * g.pages_per_block as u64);
+        let row =
+            g.channels as u64 * g.dies_per_channel as u64 * g.planes_per_die as u64 * g.page_size.0;
+        let full_lsbs = g
+            .exported_capacity
+            .0
+            .div_ceil(row * g.pages_per_block as u64);
         let full_logs = (g.blocks_per_plane as u64).checked_sub(full_lsbs + 1)?;
         let ratio = full_logs as f64 / full_lsbs as f64;
         let lsbs = capacity.div_ceil(row * ppb);
