@@ -422,6 +422,8 @@ impl Ssd {
             let mut last_src = u64::MAX;
             let mut src_units = 0u64;
             let mut src_die = 0usize;
+            // Source dpages read for this destination dpage.
+            let mut groups = 0u32;
             for o in off..end {
                 let lpn = base + o as u64;
                 if lpn >= logical {
@@ -441,18 +443,26 @@ impl Ssd {
                     last_src = sdp;
                     src_units = 0;
                     src_die = self.geo.die_of_block(src_block) as usize;
+                    groups += 1;
                 }
                 src_units += 1;
                 let dst_ppn = dst_dpage + (o - dstart) as u64;
                 self.hy_move(lpn, src, src_block, dst_ppn, dst_block);
                 n += 1;
             }
-            if src_units > 0 {
-                ready = ready.max(self.hy_read(src_die, t, src_units));
-            }
-            if n > 0 {
-                self.hy_program_dpage(dst_block, die as usize, ready, 0);
+            if groups == 1 && src_die == die as usize {
+                // One read, on the destination's own die: the usual copy
+                // out of the old data block.
+                self.hy_copy_within_die(dst_block, src_die, t, src_units);
                 self.raw.merge_copies += n as u64;
+            } else {
+                if src_units > 0 {
+                    ready = ready.max(self.hy_read(src_die, t, src_units));
+                }
+                if n > 0 {
+                    self.hy_program_dpage(dst_block, die as usize, ready, 0);
+                    self.raw.merge_copies += n as u64;
+                }
             }
             off = end;
             dstart = end;
@@ -500,6 +510,33 @@ impl Ssd {
         let (ch, lane) = self.geo.channel_of(die);
         let dur = self.geo.dpage_chan_ns;
         let xe = self.chan[ch].reserve(lane, ready.max(self.die_busy[die]), dur) + dur;
+        self.hy_programmed(block, die, xe, host)
+    }
+
+    /// Merge copy of `units` units of one dpage on `die` into a dpage of
+    /// `block` on the same die: [`Ssd::hy_read`] at `t`, then
+    /// [`Ssd::hy_program_dpage`] as soon as the data is at the controller,
+    /// with both channel transfers reserved in one step.
+    fn hy_copy_within_die(&mut self, block: u32, die: usize, t: u64, units: u64) -> u64 {
+        let pages = if units == 1 {
+            1
+        } else {
+            units.div_ceil(self.geo.units_per_page as u64)
+        };
+        self.raw.nand_pages_read += pages.min(self.geo.planes as u64);
+        let (ch, lane) = self.geo.channel_of(die);
+        let sensed = t.max(self.die_busy[die]) + self.geo.t_read;
+        let d_read = self.geo.chan_ns(units * self.geo.unit_bytes);
+        let d_prog = self.geo.dpage_chan_ns;
+        // The program starts when the read's data is at the controller
+        // (the die is busy until then, and the read ends after t).
+        let (_, s_prog) = self.chan[ch].reserve_pair(lane, sensed, d_read, d_prog);
+        self.hy_programmed(block, die, s_prog + d_prog, 0)
+    }
+
+    /// The program of a dpage of `block` on `die` whose transfer ends at
+    /// `xe`: the die programs it, and `host` units of it are host data.
+    fn hy_programmed(&mut self, block: u32, die: usize, xe: u64, host: u32) -> u64 {
         let t_prog = if self.geo.prog_growth > 0.0 {
             self.wear_scaled(self.geo.t_prog, self.geo.prog_growth, block)
         } else {

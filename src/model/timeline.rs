@@ -44,6 +44,36 @@ impl Channel {
         if dur == 0 {
             return t;
         }
+        let (s, i) = self.find(lane, t, dur);
+        self.insert(lane, i, s, s + dur);
+        s
+    }
+
+    /// `reserve(lane, t, d1)` and then, for the same lane, `reserve(lane,
+    /// s1 + d1, d2)` (a read transfer and the program transfer right after
+    /// it on the same die); returns both starts. When the second fits
+    /// right after the first, which is the rule while a merge copies a
+    /// unit within a die, both take one search and one insertion.
+    pub(crate) fn reserve_pair(&mut self, lane: usize, t: u64, d1: u64, d2: u64) -> (u64, u64) {
+        if d1 == 0 || d2 == 0 {
+            let s1 = self.reserve(lane, t, d1);
+            return (s1, self.reserve(lane, s1 + d1, d2));
+        }
+        let (s1, i) = self.find(lane, t, d1);
+        let e2 = s1 + d1 + d2;
+        // Interval i is the first that starts at or after s1 + d1.
+        if self.busy.get(i).is_none_or(|&(bs, _)| bs >= e2) {
+            self.insert(lane, i, s1, e2);
+            return (s1, s1 + d1);
+        }
+        self.insert(lane, i, s1, s1 + d1);
+        (s1, self.reserve(lane, s1 + d1, d2))
+    }
+
+    /// The earliest start at or after `t` of a `dur` (> 0) transfer of
+    /// `lane`, and the index of the first busy interval after it.
+    #[inline]
+    fn find(&self, lane: usize, t: u64, dur: u64) -> (u64, usize) {
         debug_assert!(
             self.lanes[lane].back().is_none_or(|&(_, e)| e <= t),
             "lane {lane}: transfer at {t} before the end of its previous one"
@@ -63,9 +93,14 @@ impl Channel {
                 break;
             }
         }
-        let e = s + dur;
-        // Insert [s, e) before interval i, coalescing with its neighbours
-        // (interval i - 1 ends at or before s, interval i starts at or after e).
+        (s, i)
+    }
+
+    /// Record `[s, e)` for `lane`, before busy interval `i` (interval
+    /// i - 1 ends at or before s, interval i starts at or after e),
+    /// coalescing with its neighbours.
+    #[inline]
+    fn insert(&mut self, lane: usize, i: usize, s: u64, e: u64) {
         let left = i > 0 && self.busy[i - 1].1 == s;
         let right = self.busy.get(i).is_some_and(|&(bs, _)| bs == e);
         match (left, right) {
@@ -82,7 +117,6 @@ impl Channel {
             Some(last) if last.1 == s => last.1 = e,
             _ => own.push_back((s, e)),
         }
-        s
     }
 
     /// Forget transfers that end at or before `t` (nothing is scheduled before it).
@@ -225,6 +259,46 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// reserve_pair is reserve twice, in starts and in what is left
+        /// reserved.
+        #[test]
+        fn pair_is_two_reservations(
+            steps in proptest::collection::vec(
+                (0usize..4, 0u64..400, 0u64..60, 0u64..60, 0u8..8), 1..300),
+        ) {
+            let mut a = Channel::new(4);
+            let mut b = Channel::new(4);
+            let mut lane_end = [0u64; 4];
+            let mut now = 0u64;
+            for (lane, delay, d1, d2, kind) in steps {
+                if kind == 0 {
+                    now += delay;
+                    a.prune(now);
+                    b.prune(now);
+                    continue;
+                }
+                let t = lane_end[lane].max(now.saturating_sub(100)) + delay / 4;
+                let (s1, s2, end) = if kind < 4 {
+                    let (s1, s2) = a.reserve_pair(lane, t, d1, d2);
+                    (s1, s2, s2 + d2)
+                } else {
+                    let s = a.reserve(lane, t, d1);
+                    (s, s, s + d1)
+                };
+                let (r1, r2) = if kind < 4 {
+                    let r1 = b.reserve(lane, t, d1);
+                    (r1, b.reserve(lane, r1 + d1, d2))
+                } else {
+                    let r = b.reserve(lane, t, d1);
+                    (r, r)
+                };
+                proptest::prop_assert_eq!((s1, s2), (r1, r2));
+                proptest::prop_assert_eq!(&a.busy, &b.busy);
+                proptest::prop_assert_eq!(&a.lanes, &b.lanes);
+                lane_end[lane] = lane_end[lane].max(end).max(s1 + d1);
+            }
+        }
+
         /// Same starts as the per-lane search, through prunes and
         /// reservations before the prune time (idle-time work is scheduled
         /// in the past), as long as each lane's transfers come in order.
