@@ -66,6 +66,43 @@ pub(crate) struct Geo {
     pub(crate) hybrid: bool,
     pub(crate) log_assoc: u32,
     pub(crate) max_log_blocks: u32,
+    // ------------------------------------------- precomputed for hot paths
+    /// log2 of `units_per_block`, `units_per_dpage` and `channels` when a
+    /// power of two (the usual case), else [`NOT_POW2`]: a shift instead of
+    /// a 64-bit division on every unit a merge or GC moves.
+    upb_shift: u32,
+    upd_shift: u32,
+    ch_shift: u32,
+    dies_shift: u32,
+    /// `ceil(2^64 / blocks_per_die)`: block / blocks_per_die as a multiply
+    /// (exact for every u32 block; see [`div_by_magic`]).
+    bpd_magic: u64,
+    /// Channel transfer time of one dpage.
+    pub(crate) dpage_chan_ns: u64,
+}
+
+/// Marks a divisor that is not a power of two.
+const NOT_POW2: u32 = u32::MAX;
+
+/// `ceil(2^64 / d)` for `d` ≥ 2 (0 for `d` < 2, which divides directly).
+fn magic_of(d: u32) -> u64 {
+    if d < 2 { 0 } else { u64::MAX / d as u64 + 1 }
+}
+
+/// `n / d` from `magic = magic_of(d)`: exact for every 32-bit `n` and
+/// `d` ≥ 2 (Lemire, Kaser and Kurz, "Faster remainder by direct
+/// computation", 2019), a multiply instead of a division.
+#[inline]
+fn div_by_magic(n: u32, magic: u64) -> u32 {
+    ((magic as u128 * n as u128) >> 64) as u32
+}
+
+fn shift_of(d: u32) -> u32 {
+    if d.is_power_of_two() {
+        d.trailing_zeros()
+    } else {
+        NOT_POW2
+    }
 }
 
 impl Geo {
@@ -91,6 +128,8 @@ impl Geo {
             }
         };
         let link = p.link_bytes_s();
+        let chan_ns_per_byte = per_byte(p.nand.channel_mb_s);
+        let dpage_bytes = g.page_size.0 * g.planes_per_die as u64;
         Geo {
             dies,
             channels: g.channels,
@@ -101,14 +140,14 @@ impl Geo {
             units_per_dpage,
             units_per_block,
             unit_bytes: g.mapping_unit.0,
-            dpage_bytes: g.page_size.0 * g.planes_per_die as u64,
+            dpage_bytes,
             logical_units: g.exported_capacity.0 / g.mapping_unit.0,
             physical_units,
             capacity: g.exported_capacity.0,
             t_read: us(p.nand.t_read_us),
             t_prog: us(p.nand.t_prog_us),
             t_erase: us(p.nand.t_erase_us),
-            chan_ns_per_byte: per_byte(p.nand.channel_mb_s),
+            chan_ns_per_byte,
             link_ns_per_byte: if link.is_finite() { 1e9 / link } else { 0.0 },
             cmd_ns: p.host.command_overhead_ns,
             cmd_read_ns: match p.host.read_command_ns {
@@ -144,6 +183,12 @@ impl Geo {
             hybrid: p.mapping.policy == MappingPolicy::Hybrid,
             log_assoc: p.mapping.log_associativity.max(1),
             max_log_blocks: p.mapping.max_log_blocks,
+            upb_shift: shift_of(units_per_block),
+            upd_shift: shift_of(units_per_dpage),
+            ch_shift: shift_of(g.channels),
+            dies_shift: shift_of(dies),
+            bpd_magic: magic_of(blocks_per_die),
+            dpage_chan_ns: (dpage_bytes as f64 * chan_ns_per_byte) as u64,
         }
     }
 
@@ -168,18 +213,55 @@ impl Geo {
     /// The channel a die sits on, and its lane (position) on that channel.
     #[inline]
     pub(crate) fn channel_of(&self, die: usize) -> (usize, usize) {
+        if self.ch_shift != NOT_POW2 {
+            return (die & ((1 << self.ch_shift) - 1), die >> self.ch_shift);
+        }
         let ch = self.channels as usize;
         (die % ch, die / ch)
     }
 
     #[inline]
     pub(crate) fn die_of_block(&self, block: u32) -> u32 {
+        if self.bpd_magic != 0 {
+            return div_by_magic(block, self.bpd_magic);
+        }
         block / self.blocks_per_die
     }
 
     #[inline]
     pub(crate) fn block_of_ppn(&self, ppn: u64) -> u32 {
+        if self.upb_shift != NOT_POW2 {
+            return (ppn >> self.upb_shift) as u32;
+        }
         (ppn / self.units_per_block as u64) as u32
+    }
+
+    /// `x / units_per_dpage` and `x % units_per_dpage`.
+    #[inline]
+    pub(crate) fn split_dpage(&self, x: u32) -> (u32, u32) {
+        if self.upd_shift != NOT_POW2 {
+            return (x >> self.upd_shift, x & ((1 << self.upd_shift) - 1));
+        }
+        (x / self.units_per_dpage, x % self.units_per_dpage)
+    }
+
+    /// `x % dies` and `x / dies`: the die and page of the `x`-th dpage of a
+    /// stripe over every die.
+    #[inline]
+    pub(crate) fn split_dies(&self, x: u32) -> (u32, u32) {
+        if self.dies_shift != NOT_POW2 {
+            return (x & ((1 << self.dies_shift) - 1), x >> self.dies_shift);
+        }
+        (x % self.dies, x / self.dies)
+    }
+
+    /// The dpage (physical unit / `units_per_dpage`) holding `ppn`.
+    #[inline]
+    pub(crate) fn dpage_of_ppn(&self, ppn: u64) -> u64 {
+        if self.upd_shift != NOT_POW2 {
+            return ppn >> self.upd_shift;
+        }
+        ppn / self.units_per_dpage as u64
     }
 
     /// The physical unit at `slot` of dpage `page` of `block`.
@@ -188,5 +270,28 @@ impl Geo {
         block as u64 * self.units_per_block as u64
             + page as u64 * self.units_per_dpage as u64
             + slot as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn division_by_magic_is_exact() {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for d in (2..300u32).chain([1101, 16384, 65_521, 1 << 20, u32::MAX - 1, u32::MAX]) {
+            let m = magic_of(d);
+            for n in [0, 1, d - 1, d, d + 1, u32::MAX - 1, u32::MAX] {
+                assert_eq!(div_by_magic(n, m), n / d, "{n} / {d}");
+            }
+            for _ in 0..2000 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let n = x as u32;
+                assert_eq!(div_by_magic(n, m), n / d, "{n} / {d}");
+            }
+        }
     }
 }
