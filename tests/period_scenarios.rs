@@ -106,6 +106,30 @@ fn core_v2_small_random_writes_stall_for_merges() {
     assert!(r.jobs[0].iops(Dir::Write) < 200.0);
 }
 
+/// Read-side used state: sequential reads of data written at random are
+/// slower than of data written sequentially (consecutive LBAs scattered
+/// over pages and blocks), on the hybrid K5-64-class drive where the link
+/// does not hide it.
+#[test]
+fn sequential_reads_slow_down_after_random_writes() {
+    let p = profile("solidata-k5-64", 1 << 30);
+    let mut sim = Simulation::new(&p, 1);
+    let read = "[r]\nrw=read\nbs=128k\niodepth=32\nsize=100%\n";
+    sim.run(&job(SEQ)).unwrap();
+    let fresh = bw(&sim.run(&job(read)).unwrap(), Dir::Read);
+    sim.run(&job(
+        "[w]\nrw=randwrite\nbs=4k\niodepth=32\nsize=100%\nio_size=150%\n",
+    ))
+    .unwrap();
+    let used = bw(&sim.run(&job(read)).unwrap(), Dir::Read);
+    eprintln!(
+        "sequential read: {:.0} MB/s fresh, {:.0} MB/s after random writes",
+        fresh / MB,
+        used / MB
+    );
+    assert!(used < 0.7 * fresh, "{used} vs {fresh}");
+}
+
 /// SLC cache: a long sequential write runs at the SLC rate until the cache
 /// is full, then at the native TLC rate; idle time folds the cache back.
 #[test]

@@ -64,6 +64,8 @@ pub(crate) struct Geo {
     pub(crate) slc_units: u64,
     /// Hybrid mapping.
     pub(crate) hybrid: bool,
+    /// Planes read independently ([`crate::profile::Nand::independent_plane_reads`]).
+    pub(crate) plane_reads: bool,
     pub(crate) log_assoc: u32,
     pub(crate) max_log_blocks: u32,
     // ------------------------------------------- precomputed for hot paths
@@ -181,6 +183,7 @@ impl Geo {
             slc_bits: p.slc_cache.bits_per_cell.max(1),
             slc_units: p.slc_cache.size.0 / g.mapping_unit.0,
             hybrid: p.mapping.policy == MappingPolicy::Hybrid,
+            plane_reads: p.nand.independent_plane_reads && g.planes_per_die > 1,
             log_assoc: p.mapping.log_associativity.max(1),
             max_log_blocks: p.mapping.max_log_blocks,
             upb_shift: shift_of(units_per_block),
@@ -282,7 +285,7 @@ mod tests {
         let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
         for d in (2..300u32).chain([1101, 16384, 65_521, 1 << 20, u32::MAX - 1, u32::MAX]) {
             let m = magic_of(d);
-            for n in [0, 1, d - 1, d, d + 1, u32::MAX - 1, u32::MAX] {
+            for n in [0, 1, d - 1, d, d.saturating_add(1), u32::MAX - 1, u32::MAX] {
                 assert_eq!(div_by_magic(n, m), n / d, "{n} / {d}");
             }
             for _ in 0..2000 {

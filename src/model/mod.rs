@@ -238,3 +238,5 @@ mod write_point;
 mod period_tests;
 #[cfg(test)]
 mod proptests;
+#[cfg(test)]
+mod read_tests;

@@ -254,6 +254,16 @@ proptest! {
     fn greedy_512_byte_units_two_planes(ops in steps(4 * 6 * 4 * 2 * 4)) {
         run(&tiny("2KiB", "512", 2, "32KiB", "greedy", 1.0), &ops)?;
     }
+
+    #[test]
+    fn independent_plane_reads_four_planes(ops in steps(4 * 6 * 4 * 4 * 2)) {
+        let p = tiny("8KiB", "4KiB", 4, "256KiB", "greedy", 1.0);
+        let text = p.to_toml().replace(
+            "channel_mb_s = 100.0",
+            "channel_mb_s = 100.0\nindependent_plane_reads = true",
+        );
+        run(&Profile::from_toml(&text, "t").unwrap(), &ops)?;
+    }
 }
 
 pub(super) const HYBRID_BAST: &str = "[mapping]\npolicy = \"hybrid\"\nlog_associativity = 1\n";

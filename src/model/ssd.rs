@@ -114,8 +114,18 @@ pub struct Ssd {
     pub(super) mapped_units: u64,
     // Timelines (ns).
     pub(super) die_busy: Vec<u64>,
+    /// With independent plane reads: per die, when its last program,
+    /// erase or whole-die read ends (a plane read waits for that only),
+    /// and per die and plane, when that plane's last read ends. Empty
+    /// otherwise; `die_busy` then covers reads too.
+    pub(super) die_pe_busy: Vec<u64>,
+    pub(super) plane_busy: Vec<u64>,
     pub(super) chan: Vec<Channel>,
-    pub(super) link_free: u64,
+    /// The host link (SATA, PCIe): transfers take the earliest gap after
+    /// their data is ready, so a read whose data is ready early does not
+    /// wait behind one that was sent before it (NCQ and NVMe complete out
+    /// of order). One lane: reads and writes share it.
+    pub(super) link: Channel,
     pub(super) ctrl_free: u64,
     pub(super) last_now: u64,
     /// Latest completion of any host command (idle detection).
@@ -183,8 +193,18 @@ impl Ssd {
             cursor: 0,
             mapped_units: 0,
             die_busy: vec![0; geo.dies as usize],
+            die_pe_busy: if geo.plane_reads {
+                vec![0; geo.dies as usize]
+            } else {
+                Vec::new()
+            },
+            plane_busy: if geo.plane_reads {
+                vec![0; (geo.dies * geo.planes) as usize]
+            } else {
+                Vec::new()
+            },
             chan: vec![Channel::new((geo.dies / geo.channels) as usize); geo.channels as usize],
-            link_free: 0,
+            link: Channel::new(1),
             ctrl_free: 0,
             last_now: 0,
             last_host_done: 0,
@@ -259,6 +279,8 @@ impl Ssd {
             + self.outstanding.capacity() * 8
             + self.buffer.capacity() * 16
             + self.chan.iter().map(|c| c.len() * 16).sum::<usize>()
+            + self.link.len() * 16
+            + (self.die_pe_busy.len() + self.plane_busy.len()) * 8
     }
 
     /// Counters, with derived figures (write amplification, wear) computed now.
@@ -327,9 +349,9 @@ impl Ssd {
         } else {
             t
         };
-        let link_start = admit.max(self.link_free);
-        let link_end = link_start + self.geo.link_ns(len);
-        self.link_free = link_end;
+        let dur = self.geo.link_ns(len);
+        let link_start = self.link.reserve_anywhere(0, admit, dur);
+        let link_end = link_start + dur;
         (first, last, link_start, link_end)
     }
 
@@ -364,6 +386,7 @@ impl Ssd {
         for c in &mut self.chan {
             c.prune(now);
         }
+        self.link.prune(now);
         self.erase_in_gaps(now);
         self.background(now);
 
@@ -468,17 +491,17 @@ impl Ssd {
         let first = offset / ub;
         let last = (offset + len - 1) / ub;
         let mut lpn = first;
-        let mut link = self.link_free.max(t);
+        let mut done = t;
         while lpn <= last {
             // Group consecutive units stored in the same dpage into one NAND read.
             let (ready, n) = self.read_group(t, lpn, last);
             let lo = (lpn * ub).max(offset);
             let hi = ((lpn + n) * ub).min(offset + len);
-            link = link.max(ready) + self.geo.link_ns(hi - lo);
+            let dur = self.geo.link_ns(hi - lo);
+            done = done.max(self.link.reserve_anywhere(0, ready, dur) + dur);
             lpn += n;
         }
-        self.link_free = link;
-        link
+        done
     }
 
     /// Read the units from `lpn` on that share one physical dpage (at most up
@@ -509,10 +532,16 @@ impl Ssd {
         let block = self.geo.block_of_ppn(ppn);
         let die = self.geo.die_of_block(block) as usize;
         self.raw.nand_pages_read += slots.count_ones() as u64;
-        (self.nand_read(die, t, n * self.geo.unit_bytes), n)
+        let bytes = n * self.geo.unit_bytes;
+        if self.geo.plane_reads && slots.count_ones() == 1 {
+            let plane = slots.trailing_zeros() as usize;
+            return (self.plane_read(die, plane, t, bytes), n);
+        }
+        (self.nand_read(die, t, bytes), n)
     }
 
-    /// A NAND read on `die` of `bytes` bytes; returns when the data has crossed the channel.
+    /// A NAND read on `die` of `bytes` bytes, occupying the whole die;
+    /// returns when the data has crossed the channel.
     #[inline]
     pub(super) fn nand_read(&mut self, die: usize, t: u64, bytes: u64) -> u64 {
         let (ch, lane) = self.geo.channel_of(die);
@@ -521,7 +550,33 @@ impl Ssd {
         let dur = self.geo.chan_ns(bytes);
         let xe = self.chan[ch].reserve(lane, sensed, dur) + dur;
         self.die_busy[die] = xe;
+        self.die_occupied(die, xe);
         xe
+    }
+
+    /// A read of one plane's page (independent plane reads): it waits for
+    /// the die's programs and erases and for that plane's previous read,
+    /// not for reads on the other planes; the die counts as busy until it
+    /// ends for programs and erases.
+    fn plane_read(&mut self, die: usize, plane: usize, t: u64, bytes: u64) -> u64 {
+        let (ch, lane) = self.geo.channel_of(die);
+        let p = die * self.geo.planes as usize + plane;
+        let rs = t.max(self.die_pe_busy[die]).max(self.plane_busy[p]);
+        let sensed = rs + self.geo.t_read;
+        let dur = self.geo.chan_ns(bytes);
+        let xe = self.chan[ch].reserve_anywhere(lane, sensed, dur) + dur;
+        self.plane_busy[p] = xe;
+        self.die_busy[die] = self.die_busy[die].max(xe);
+        xe
+    }
+
+    /// The whole of `die` is taken until `until` (a program, an erase, a
+    /// whole-die read): with independent plane reads, plane reads wait for it.
+    #[inline]
+    pub(super) fn die_occupied(&mut self, die: usize, until: u64) {
+        if let Some(b) = self.die_pe_busy.get_mut(die) {
+            *b = until;
+        }
     }
 
     // ---------------------------------------------------------------- writes

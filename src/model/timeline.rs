@@ -49,6 +49,20 @@ impl Channel {
         s
     }
 
+    /// [`Self::reserve`] for a transfer that may come before the lane's
+    /// previous ones end (a die whose planes read independently, or the
+    /// host link, whose transfers go when their data is ready): it takes
+    /// the earliest gap in the union, which avoids the lane's own
+    /// transfers too, and is filed in order among them.
+    pub(crate) fn reserve_anywhere(&mut self, lane: usize, t: u64, dur: u64) -> u64 {
+        if dur == 0 {
+            return t;
+        }
+        let (s, i) = self.gap(t, dur);
+        self.insert(lane, i, s, s + dur);
+        s
+    }
+
     /// `reserve(lane, t, d1)` and then, for the same lane, `reserve(lane,
     /// s1 + d1, d2)` (a read transfer and the program transfer right after
     /// it on the same die); returns both starts. When the second fits
@@ -78,6 +92,13 @@ impl Channel {
             self.lanes[lane].back().is_none_or(|&(_, e)| e <= t),
             "lane {lane}: transfer at {t} before the end of its previous one"
         );
+        self.gap(t, dur)
+    }
+
+    /// The earliest start at or after `t` of a `dur` (> 0) transfer that
+    /// overlaps no busy interval, and the index of the first one after it.
+    #[inline]
+    fn gap(&self, t: u64, dur: u64) -> (u64, usize) {
         // The first busy interval ending after t, then forward past every
         // one the transfer would overlap.
         let mut i = match self.busy.back() {
@@ -115,6 +136,11 @@ impl Channel {
         let own = &mut self.lanes[lane];
         match own.back_mut() {
             Some(last) if last.1 == s => last.1 = e,
+            Some(last) if last.0 > s => {
+                // Out of order (reserve_anywhere): keep the lane sorted.
+                let at = own.partition_point(|&(ls, _)| ls < s);
+                own.insert(at, (s, e));
+            }
             _ => own.push_back((s, e)),
         }
     }

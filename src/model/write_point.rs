@@ -208,6 +208,7 @@ impl Ssd {
         let xe = self.chan[ch].reserve(lane, wp.ready_ns.max(self.die_busy[die]), dur) + dur;
         let done = xe + self.prog_time(wp.block);
         self.die_busy[die] = done;
+        self.die_occupied(die, done);
         self.raw.nand_pages_programmed += self.geo.planes as u64;
         self.raw.nand_bytes_programmed += self.geo.dpage_bytes;
         self.last_write[wp.block as usize] = done;

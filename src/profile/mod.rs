@@ -212,6 +212,13 @@ pub struct Nand {
     pub t_erase_us: f64,
     /// Channel transfer rate, MB/s (0 = instantaneous).
     pub channel_mb_s: f64,
+    /// The planes of a die read independently (independent / asynchronous
+    /// plane reads of recent 3D NAND): a read of one plane's page does not
+    /// occupy the die's other planes, so one die serves up to
+    /// `planes_per_die` random reads at once. Programs and erases still
+    /// take the whole die. Page mapping only.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub independent_plane_reads: bool,
 }
 
 /// DRAM write buffer.

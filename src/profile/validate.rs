@@ -323,6 +323,12 @@ impl Profile {
                 "\"hybrid\"".into(),
                 "hybrid mapping does not combine with data reduction or an SLC cache",
             )?;
+            chk(
+                !self.nand.independent_plane_reads,
+                "nand.independent_plane_reads",
+                "true".into(),
+                "independent plane reads are modelled with page mapping only",
+            )?;
         }
         if self.reduction.enabled {
             let units = self.raw_capacity() / g.mapping_unit.0 * self.reduction.max_ratio as u64;
