@@ -560,6 +560,10 @@ impl Profile {
         }
         p.geometry.pages_per_block = ppb as u32;
         p.geometry.blocks_per_plane = bpp as u32;
+        // A block of fewer pages is erased in proportionally less time, so
+        // erases keep their share of the drive's time per byte reclaimed
+        // (else a used drive's GC-bound writes slow down by the erase).
+        p.nand.t_erase_us = self.nand.t_erase_us * ppb as f64 / g.pages_per_block as f64;
         p.geometry.exported_capacity = Bytes(capacity);
         if p.slc_cache.mode != SlcMode::Off {
             // The SLC cache keeps its share of the drive.
@@ -673,6 +677,21 @@ mod tests {
             let p = Profile::load(name).unwrap();
             assert_eq!(p.models_time(), *name != "instant", "{name}");
         }
+    }
+
+    #[test]
+    fn smaller_blocks_erase_in_proportionally_less_time() {
+        let full = Profile::load("nvme-tlc").unwrap();
+        for cap in [1u64 << 30, 4 << 30] {
+            let p = full.with_capacity(cap).unwrap();
+            let ratio = p.geometry.pages_per_block as f64 / full.geometry.pages_per_block as f64;
+            assert!(ratio < 1.0, "{cap}: blocks are smaller");
+            assert!((p.nand.t_erase_us - full.nand.t_erase_us * ratio).abs() < 1e-9);
+        }
+        let same = full
+            .with_capacity(full.geometry.exported_capacity.0)
+            .unwrap();
+        assert_eq!(same.nand.t_erase_us, full.nand.t_erase_us);
     }
 
     #[test]
