@@ -285,6 +285,31 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// Out-of-order reservations (the host link, independently read
+        /// planes) take the earliest gap at or after their time that no
+        /// reservation of any lane overlaps, and the lane stays sorted.
+        #[test]
+        fn reserve_anywhere_takes_the_earliest_free_gap(
+            steps in proptest::collection::vec((0usize..2, 0u64..500, 1u64..60), 1..200),
+        ) {
+            let mut c = Channel::new(2);
+            let mut taken: Vec<(u64, u64)> = Vec::new();
+            for (lane, t, dur) in steps {
+                let s = c.reserve_anywhere(lane, t, dur);
+                proptest::prop_assert!(s >= t);
+                let overlaps = |a: u64| taken.iter().any(|&(bs, be)| bs < a + dur && a < be);
+                proptest::prop_assert!(!overlaps(s), "{s}+{dur} overlaps {taken:?}");
+                // No earlier start would have fitted: every candidate
+                // start before s (t, or the end of an interval) overlaps.
+                for a in std::iter::once(t).chain(taken.iter().map(|&(_, e)| e)) {
+                    proptest::prop_assert!(a < t || a >= s || overlaps(a), "{a} fits before {s}");
+                }
+                taken.push((s, s + dur));
+                let l = &c.lanes[lane];
+                proptest::prop_assert!(l.iter().zip(l.iter().skip(1)).all(|(x, y)| x.1 <= y.0));
+            }
+        }
+
         /// reserve_pair is reserve twice, in starts and in what is left
         /// reserved.
         #[test]
