@@ -231,6 +231,7 @@ pub mod payload;
 mod persist;
 mod precondition;
 mod query;
+mod read;
 mod timeline;
 mod write_point;
 

@@ -1,0 +1,108 @@
+//! The read path: a host read's units grouped by physical dpage, each
+//! group read on its die (the whole die, or one plane where the profile's
+//! planes read independently), over its channel, then over the host link
+//! in the earliest gap after its data is ready.
+
+use super::ssd::Ssd;
+
+impl Ssd {
+    /// A host read of `len` bytes at `offset`, submitted at `t`: when its
+    /// last byte has crossed the host link.
+    pub(super) fn read(&mut self, t: u64, offset: u64, len: u64) -> u64 {
+        self.raw.host_read_cmds += 1;
+        self.raw.host_read_bytes += len;
+        if len == 0 {
+            return t;
+        }
+        let ub = self.geo.unit_bytes;
+        let first = offset / ub;
+        let last = (offset + len - 1) / ub;
+        let mut lpn = first;
+        let mut done = t;
+        while lpn <= last {
+            // Group consecutive units stored in the same dpage into one NAND read.
+            let (ready, n) = self.read_group(t, lpn, last);
+            let lo = (lpn * ub).max(offset);
+            let hi = ((lpn + n) * ub).min(offset + len);
+            let dur = self.geo.link_ns(hi - lo);
+            done = done.max(self.link.reserve_anywhere(0, ready, dur) + dur);
+            lpn += n;
+        }
+        done
+    }
+
+    /// Read the units from `lpn` on that share one physical dpage (at most up
+    /// to `last`); returns when their data is at the controller, and how many.
+    pub(super) fn read_group(&mut self, t: u64, lpn: u64, last: u64) -> (u64, u64) {
+        let e = self.l2p.get(lpn as usize);
+        if e == 0 {
+            // Unmapped (never written or trimmed): zeroes, no NAND access.
+            return (t, 1);
+        }
+        let ppn = e - 1;
+        let upd = self.geo.units_per_dpage as u64;
+        let dpage = ppn / upd;
+        let mut n = 1;
+        let mut slots = 1u64 << ((ppn % upd) / self.geo.units_per_page as u64).min(63);
+        while lpn + n <= last {
+            let e2 = self.l2p.get((lpn + n) as usize);
+            if e2 == 0 || (e2 - 1) / upd != dpage {
+                break;
+            }
+            slots |= 1u64 << (((e2 - 1) % upd) / self.geo.units_per_page as u64).min(63);
+            n += 1;
+        }
+        if self.in_open_dpage(ppn) {
+            // Still in the write buffer / controller SRAM.
+            return (t, n);
+        }
+        let block = self.geo.block_of_ppn(ppn);
+        let die = self.geo.die_of_block(block) as usize;
+        self.raw.nand_pages_read += slots.count_ones() as u64;
+        let bytes = n * self.geo.unit_bytes;
+        if self.geo.plane_reads && slots.count_ones() == 1 {
+            let plane = slots.trailing_zeros() as usize;
+            return (self.plane_read(die, plane, t, bytes), n);
+        }
+        (self.nand_read(die, t, bytes), n)
+    }
+
+    /// A NAND read on `die` of `bytes` bytes, occupying the whole die;
+    /// returns when the data has crossed the channel.
+    #[inline]
+    pub(super) fn nand_read(&mut self, die: usize, t: u64, bytes: u64) -> u64 {
+        let (ch, lane) = self.geo.channel_of(die);
+        let rs = t.max(self.die_busy[die]);
+        let sensed = rs + self.geo.t_read;
+        let dur = self.geo.chan_ns(bytes);
+        let xe = self.chan[ch].reserve(lane, sensed, dur) + dur;
+        self.die_busy[die] = xe;
+        self.die_occupied(die, xe);
+        xe
+    }
+
+    /// A read of one plane's page (independent plane reads): it waits for
+    /// the die's programs and erases and for that plane's previous read,
+    /// not for reads on the other planes; the die counts as busy until it
+    /// ends for programs and erases.
+    fn plane_read(&mut self, die: usize, plane: usize, t: u64, bytes: u64) -> u64 {
+        let (ch, lane) = self.geo.channel_of(die);
+        let p = die * self.geo.planes as usize + plane;
+        let rs = t.max(self.die_pe_busy[die]).max(self.plane_busy[p]);
+        let sensed = rs + self.geo.t_read;
+        let dur = self.geo.chan_ns(bytes);
+        let xe = self.chan[ch].reserve_anywhere(lane, sensed, dur) + dur;
+        self.plane_busy[p] = xe;
+        self.die_busy[die] = self.die_busy[die].max(xe);
+        xe
+    }
+
+    /// The whole of `die` is taken until `until` (a program, an erase, a
+    /// whole-die read): with independent plane reads, plane reads wait for it.
+    #[inline]
+    pub(super) fn die_occupied(&mut self, die: usize, until: u64) {
+        if let Some(b) = self.die_pe_busy.get_mut(die) {
+            *b = until;
+        }
+    }
+}
