@@ -142,8 +142,7 @@ impl Ssd {
         } else {
             self.geo.t_erase
         };
-        self.die_busy[die] = start + t_erase;
-        self.die_occupied(die, start + t_erase);
+        self.occupy_die(die, start + t_erase);
         if !self.slc_mode.is_empty() && self.slc_mode[b as usize] {
             self.slc_mode[b as usize] = false;
             self.slc_blocks -= 1;

@@ -76,8 +76,7 @@ impl Ssd {
         let sensed = rs + self.geo.t_read;
         let dur = self.geo.chan_ns(bytes);
         let xe = self.chan[ch].reserve(lane, sensed, dur) + dur;
-        self.die_busy[die] = xe;
-        self.die_occupied(die, xe);
+        self.occupy_die(die, xe);
         xe
     }
 
@@ -98,9 +97,11 @@ impl Ssd {
     }
 
     /// The whole of `die` is taken until `until` (a program, an erase, a
-    /// whole-die read): with independent plane reads, plane reads wait for it.
+    /// whole-die read): everything after waits for it, plane reads too
+    /// (where planes read independently).
     #[inline]
-    pub(super) fn die_occupied(&mut self, die: usize, until: u64) {
+    pub(super) fn occupy_die(&mut self, die: usize, until: u64) {
+        self.die_busy[die] = until;
         if let Some(b) = self.die_pe_busy.get_mut(die) {
             *b = until;
         }

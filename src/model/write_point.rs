@@ -207,8 +207,7 @@ impl Ssd {
         let dur = self.geo.chan_ns(self.geo.dpage_bytes);
         let xe = self.chan[ch].reserve(lane, wp.ready_ns.max(self.die_busy[die]), dur) + dur;
         let done = xe + self.prog_time(wp.block);
-        self.die_busy[die] = done;
-        self.die_occupied(die, done);
+        self.occupy_die(die, done);
         self.raw.nand_pages_programmed += self.geo.planes as u64;
         self.raw.nand_bytes_programmed += self.geo.dpage_bytes;
         self.last_write[wp.block as usize] = done;
