@@ -1,0 +1,221 @@
+//! Hybrid mapping's reclamation work: switching a full sequential log in,
+//! and merges (partial and full) that copy a logical block's units from
+//! its data block and logs into a new block, reserved as NAND reads and
+//! programs on the die and channel timelines.
+
+use super::super::ssd::{Broken, NONE, Ssd};
+
+impl Ssd {
+    /// Sequential log `li` of `lsb` holds every unit of `lsb` at its
+    /// offset: it becomes the data block; the old one is erased.
+    pub(super) fn hy_switch(&mut self, li: u32, lsb: u32, t: u64) -> Result<(), Broken> {
+        let psb = self.hy().log(li)?.psb;
+        self.hy_drop_log(li)?;
+        let old = self.hy().data[lsb as usize];
+        let h = self.hy_mut();
+        h.data[lsb as usize] = psb;
+        if old == NONE {
+            h.data_count += 1;
+        } else {
+            if self.hy_valid(old) != 0 {
+                return Err(Broken("hybrid: switched-out data block still holds data"));
+            }
+            self.hy_erase(old, t, false);
+        }
+        Ok(())
+    }
+
+    /// Copy the units of `lsb` at offsets `from..` into superblock `dst`
+    /// at their offsets (from wherever they are now).
+    ///
+    /// The hot loop of every merge: it walks the destination one dpage at
+    /// a time with the die and page kept as counters, so moving a unit
+    /// costs no division.
+    pub(super) fn hy_fill_from(
+        &mut self,
+        lsb: u32,
+        dst: u32,
+        from: u32,
+        t: u64,
+    ) -> Result<(), Broken> {
+        let s = self.hy().sb_units;
+        let upd = self.geo.units_per_dpage;
+        let upb = self.geo.units_per_block as u64;
+        let bpd = self.geo.blocks_per_die;
+        let dies = self.geo.dies;
+        let logical = self.geo.logical_units;
+        let base = lsb as u64 * s as u64;
+        let (dp0, _) = self.geo.split_dpage(from);
+        let (mut die, mut page) = self.geo.split_dies(dp0);
+        let mut off = from;
+        // Offset of the first unit of the destination dpage of `off`.
+        let mut dstart = dp0 * upd;
+        while off < s {
+            // One destination dpage at a time.
+            let end = dstart + upd;
+            let dst_block = die * bpd + dst;
+            let dst_dpage = dst_block as u64 * upb + page as u64 * upd as u64;
+            let mut ready = t;
+            let mut n = 0u32;
+            let mut last_src = u64::MAX;
+            let mut src_units = 0u64;
+            let mut src_die = 0usize;
+            // Source dpages read for this destination dpage.
+            let mut groups = 0u32;
+            for o in off..end {
+                let lpn = base + o as u64;
+                if lpn >= logical {
+                    break;
+                }
+                let e = self.l2p.get(lpn as usize);
+                if e == 0 {
+                    continue;
+                }
+                let src = e - 1;
+                let sdp = self.geo.dpage_of_ppn(src);
+                let src_block = self.geo.block_of_ppn(src);
+                if sdp != last_src {
+                    if src_units > 0 {
+                        ready = ready.max(self.hy_read(src_die, t, src_units));
+                    }
+                    last_src = sdp;
+                    src_units = 0;
+                    src_die = self.geo.die_of_block(src_block) as usize;
+                    groups += 1;
+                }
+                src_units += 1;
+                let dst_ppn = dst_dpage + (o - dstart) as u64;
+                self.hy_move(lpn, src, src_block, dst_ppn, dst_block);
+                n += 1;
+            }
+            if groups == 1 && src_die == die as usize {
+                // One read, on the destination's own die: the usual copy
+                // out of the old data block.
+                self.hy_copy_within_die(dst_block, src_die, t, src_units);
+                self.raw.merge_copies += n as u64;
+            } else {
+                if src_units > 0 {
+                    ready = ready.max(self.hy_read(src_die, t, src_units));
+                }
+                if n > 0 {
+                    self.hy_program_dpage(dst_block, die as usize, ready, 0);
+                    self.raw.merge_copies += n as u64;
+                }
+            }
+            off = end;
+            dstart = end;
+            die += 1;
+            if die == dies {
+                die = 0;
+                page += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Read `units` units of one dpage on `die`; when they are at the controller.
+    pub(super) fn hy_read(&mut self, die: usize, t: u64, units: u64) -> u64 {
+        let pages = if units == 1 {
+            1
+        } else {
+            units.div_ceil(self.geo.units_per_page as u64)
+        };
+        self.raw.nand_pages_read += pages.min(self.geo.planes as u64);
+        self.nand_read(die, t, units * self.geo.unit_bytes)
+    }
+
+    /// Move `lpn` from physical unit `src` (in block `src_block`) to `dst`
+    /// (in block `dst_block`): a merge copy.
+    #[inline]
+    pub(super) fn hy_move(&mut self, lpn: u64, src: u64, src_block: u32, dst: u64, dst_block: u32) {
+        self.p2l.set(src as usize, 0);
+        self.valid[src_block as usize] -= 1;
+        self.l2p.set(lpn as usize, dst + 1);
+        self.p2l.set(dst as usize, lpn + 1);
+        self.valid[dst_block as usize] += 1;
+    }
+
+    /// Program the dpage holding `ppn`, its data ready at `ready`; `host`
+    /// units of it are host data (held in the write buffer until done).
+    pub(super) fn hy_program(&mut self, ppn: u64, ready: u64, host: u32) -> u64 {
+        let block = self.geo.block_of_ppn(ppn);
+        let die = self.geo.die_of_block(block) as usize;
+        self.hy_program_dpage(block, die, ready, host)
+    }
+
+    /// [`Ssd::hy_program`] of a dpage of `block`, on `die`.
+    pub(super) fn hy_program_dpage(
+        &mut self,
+        block: u32,
+        die: usize,
+        ready: u64,
+        host: u32,
+    ) -> u64 {
+        let (ch, lane) = self.geo.channel_of(die);
+        let dur = self.geo.dpage_chan_ns;
+        let xe = self.chan[ch].reserve(lane, ready.max(self.die_busy[die]), dur) + dur;
+        self.hy_programmed(block, die, xe, host)
+    }
+
+    /// Merge copy of `units` units of one dpage on `die` into a dpage of
+    /// `block` on the same die: [`Ssd::hy_read`] at `t`, then
+    /// [`Ssd::hy_program_dpage`] as soon as the data is at the controller,
+    /// with both channel transfers reserved in one step.
+    pub(super) fn hy_copy_within_die(&mut self, block: u32, die: usize, t: u64, units: u64) -> u64 {
+        let pages = if units == 1 {
+            1
+        } else {
+            units.div_ceil(self.geo.units_per_page as u64)
+        };
+        self.raw.nand_pages_read += pages.min(self.geo.planes as u64);
+        let (ch, lane) = self.geo.channel_of(die);
+        let sensed = t.max(self.die_busy[die]) + self.geo.t_read;
+        let d_read = self.geo.chan_ns(units * self.geo.unit_bytes);
+        let d_prog = self.geo.dpage_chan_ns;
+        // The program starts when the read's data is at the controller
+        // (the die is busy until then, and the read ends after t).
+        let (_, s_prog) = self.chan[ch].reserve_pair(lane, sensed, d_read, d_prog);
+        self.hy_programmed(block, die, s_prog + d_prog, 0)
+    }
+
+    /// The program of a dpage of `block` on `die` whose transfer ends at
+    /// `xe`: the die programs it, and `host` units of it are host data.
+    pub(super) fn hy_programmed(&mut self, block: u32, die: usize, xe: u64, host: u32) -> u64 {
+        let t_prog = if self.geo.prog_growth > 0.0 {
+            self.wear_scaled(self.geo.t_prog, self.geo.prog_growth, block)
+        } else {
+            self.geo.t_prog
+        };
+        let done = xe + t_prog;
+        self.occupy_die(die, done);
+        self.raw.nand_pages_programmed += self.geo.planes as u64;
+        self.raw.nand_bytes_programmed += self.geo.dpage_bytes;
+        self.last_write[block as usize] = done;
+        if host > 0 && self.geo.buffer_units > 0 {
+            self.buffer.push(std::cmp::Reverse((done, host)));
+            self.buffered_units += host as u64;
+            self.buffer_last_release = self.buffer_last_release.max(done);
+        }
+        done
+    }
+
+    /// Full merge of `lsb`: every unit it has, wherever it is, programmed in
+    /// order into a new superblock, which becomes its data block.
+    pub(super) fn hy_merge_full(&mut self, lsb: u32, t: u64) -> Result<(), Broken> {
+        let dst = self.hy_alloc(t)?;
+        self.hy_fill_from(lsb, dst, 0, t)?;
+        self.raw.merges_full += 1;
+        let old = self.hy().data[lsb as usize];
+        let h = self.hy_mut();
+        h.data[lsb as usize] = dst;
+        if old == NONE {
+            h.data_count += 1;
+        } else {
+            if self.hy_valid(old) != 0 {
+                return Err(Broken("hybrid: merged-out data block still holds data"));
+            }
+            self.hy_erase(old, t, false);
+        }
+        Ok(())
+    }
+}
