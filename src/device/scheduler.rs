@@ -91,34 +91,25 @@ impl Timing {
         lower_timer_slack();
         match self.sched {
             SchedPolicy::Auto | SchedPolicy::Normal => {}
-            SchedPolicy::Batch => set_batch(),
-            SchedPolicy::Realtime => set_realtime(),
+            SchedPolicy::Batch => set_policy(libc::SCHED_BATCH, 0, "SCHED_BATCH"),
+            SchedPolicy::Realtime => set_policy(libc::SCHED_FIFO, 1, "SCHED_FIFO (--realtime)"),
         }
     }
 }
 
-/// Put the calling thread in `SCHED_BATCH`: its wake-ups do not preempt
-/// running threads.
-pub fn set_batch() {
-    let param = libc::sched_param { sched_priority: 0 };
+/// Put the calling thread under scheduling `policy` at `priority`
+/// (`SCHED_BATCH`: its wake-ups do not preempt running threads;
+/// `SCHED_FIFO` 1: the lowest real-time priority, so it preempts ordinary
+/// threads such as QEMU's vCPUs when a completion is due). A refusal is
+/// logged and the thread keeps its policy.
+fn set_policy(policy: libc::c_int, priority: libc::c_int, what: &str) {
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
     // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param.
-    let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) };
+    let r = unsafe { libc::sched_setscheduler(0, policy, &param) };
     if r != 0 {
-        log::warn!("cannot use SCHED_BATCH: {}", io::Error::last_os_error());
-    }
-}
-
-/// Put the calling thread in `SCHED_FIFO` at the lowest real-time priority,
-/// so it preempts ordinary threads (QEMU's vCPUs) when a completion is due.
-pub fn set_realtime() {
-    let param = libc::sched_param { sched_priority: 1 };
-    // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param.
-    let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
-    if r != 0 {
-        log::warn!(
-            "--realtime: cannot use SCHED_FIFO: {}",
-            io::Error::last_os_error()
-        );
+        log::warn!("cannot use {what}: {}", io::Error::last_os_error());
     }
 }
 

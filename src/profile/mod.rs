@@ -547,7 +547,7 @@ impl Profile {
             ppb /= 2;
         }
         let mut bpp = blocks(ppb);
-        if let Some(bpp_hybrid) = self.hybrid_scaled_blocks(capacity, ppb) {
+        if let Some(bpp_hybrid) = self.hybrid_scaled_blocks(capacity, ppb, per_page_row) {
             bpp = bpp_hybrid.max((capacity + valid_row * ppb).div_ceil(per_page_row * ppb));
         }
         if bpp > u32::MAX as u64 {
@@ -578,7 +578,8 @@ impl Profile {
 
     /// Under hybrid mapping with every spare superblock a log block
     /// (`max_log_blocks = 0`), the blocks per plane at `capacity` with
-    /// `ppb` pages per block: the logical blocks, the merge spare, and the
+    /// `ppb` pages per block (`row`: bytes of one page on every plane of
+    /// every die): the logical blocks, the merge spare, and the
     /// full-size drive's ratio of log blocks to logical blocks, rounded to
     /// the nearest whole block.
     ///
@@ -589,13 +590,11 @@ impl Profile {
     /// last logical block that a small drive does not have) would give it
     /// a log block or two too many: 20 instead of 18.7, WA 48.8 instead of
     /// about 62.
-    fn hybrid_scaled_blocks(&self, capacity: u64, ppb: u64) -> Option<u64> {
+    fn hybrid_scaled_blocks(&self, capacity: u64, ppb: u64, row: u64) -> Option<u64> {
         if self.mapping.policy != MappingPolicy::Hybrid || self.mapping.max_log_blocks != 0 {
             return None;
         }
         let g = &self.geometry;
-        let row =
-            g.channels as u64 * g.dies_per_channel as u64 * g.planes_per_die as u64 * g.page_size.0;
         let full_lsbs = g
             .exported_capacity
             .0

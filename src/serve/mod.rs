@@ -123,15 +123,16 @@ pub struct ServeArgs {
 
 impl ServeArgs {
     /// How completion-delivering threads wait (`--sched`, `--realtime`,
-    /// `--spin-us`), for a drive that does (`timed`) or does not model time.
-    pub fn timing(&self, timed: bool) -> Timing {
+    /// `--spin-us`) for a drive of `profile` (`auto` depends on whether it
+    /// models time).
+    pub fn timing(&self, profile: &Profile) -> Timing {
         let sched = if self.realtime {
             SchedPolicy::Realtime
         } else {
             self.sched
         };
         Timing {
-            sched: sched.resolve(timed),
+            sched: sched.resolve(profile.models_time()),
             spin_ns: self.spin_us.saturating_mul(1000),
         }
     }
@@ -324,7 +325,7 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
     }
     server::spawn(ctl_listener, device.clone()).map_err(ServeError::Setup)?;
     spawn_sampler(&device).map_err(ServeError::Setup)?;
-    let nbd = NbdServer::new(args.timing(device.profile().models_time()));
+    let nbd = NbdServer::new(args.timing(device.profile()));
     for (addr, l) in nbd_listeners {
         let fe = device.register_frontend("nbd", addr.to_string(), "export \"\" or \"vssd\"");
         nbd.spawn(device.clone(), fe, addr.clone(), l)

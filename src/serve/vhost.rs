@@ -99,7 +99,7 @@ pub fn serve_loop(
             frontend.clone(),
             args.queues,
             args.queue_size,
-            args.timing(device.profile().models_time()),
+            args.timing(device.profile()),
         )
         .map_err(ServeError::Setup)?;
         let mem = GuestMemoryAtomic::new(GuestMemoryMmap::new());
