@@ -193,9 +193,12 @@ impl Rig {
     }
 
     fn status(&self, i: u64) -> u8 {
-        self.mem
-            .read_obj(GuestAddress(BUF + i * 8192 + 16))
-            .unwrap()
+        self.status_at(BUF + i * 8192 + 16)
+    }
+
+    /// The status byte at guest address `addr`.
+    fn status_at(&self, addr: u64) -> u8 {
+        self.mem.read_obj(GuestAddress(addr)).unwrap()
     }
 
     /// Signals since the last call.
@@ -401,14 +404,8 @@ fn slow_requests_complete_through_the_timer() {
     while r.used_idx() < 2 {
         r.timer();
     }
-    assert_eq!(
-        r.mem.read_obj::<u8>(GuestAddress(base + 16)).unwrap(),
-        VIRTIO_BLK_S_OK as u8
-    );
-    assert_eq!(
-        r.mem.read_obj::<u8>(GuestAddress(fb + 16)).unwrap(),
-        VIRTIO_BLK_S_OK as u8
-    );
+    assert_eq!(r.status_at(base + 16), VIRTIO_BLK_S_OK as u8);
+    assert_eq!(r.status_at(fb + 16), VIRTIO_BLK_S_OK as u8);
 }
 
 /// Malformed chains get their error status in the used ring; the
@@ -442,14 +439,8 @@ fn malformed_chains_are_answered_and_the_queue_goes_on() {
     r.add(1, VIRTIO_BLK_T_IN, 0);
     r.kick();
     assert_eq!(r.used_idx(), 4);
-    assert_eq!(
-        r.mem.read_obj::<u8>(GuestAddress(base + 16)).unwrap(),
-        VIRTIO_BLK_S_UNSUPP as u8
-    );
-    assert_eq!(
-        r.mem.read_obj::<u8>(GuestAddress(base + 17)).unwrap(),
-        VIRTIO_BLK_S_IOERR as u8
-    );
+    assert_eq!(r.status_at(base + 16), VIRTIO_BLK_S_UNSUPP as u8);
+    assert_eq!(r.status_at(base + 17), VIRTIO_BLK_S_IOERR as u8);
     assert_eq!(r.status(0), VIRTIO_BLK_S_IOERR as u8);
     assert_eq!(r.status(1), VIRTIO_BLK_S_OK as u8);
     let rep = r.backend.inner.device.report();
