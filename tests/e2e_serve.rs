@@ -217,6 +217,14 @@ fn used_state_and_trim_recovery_are_visible_in_the_guest() {
         fresh_mean > 0.6 * predicted,
         "fresh {fresh_mean} far below the model's {predicted}"
     );
+    // The guest cannot be faster than the drive: at most what the model
+    // gives a quarter that starts with the write buffer drained (host
+    // noise only ever slows the guest down).
+    let ceiling = r["predicted_quarter_bytes_s"].as_f64().unwrap();
+    assert!(
+        fresh.iter().all(|&q| q < 1.05 * ceiling),
+        "a fresh quarter faster than the model allows: {fresh:?} vs {ceiling}"
+    );
     assert!(
         used[0] < 0.5 * fresh[0],
         "used state not visible: {used:?} vs fresh {fresh:?}"
