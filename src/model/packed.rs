@@ -129,6 +129,26 @@ impl PackedVec {
         std::hint::black_box(acc);
     }
 
+    /// Load the words holding entries `start..start + n` (one load per
+    /// cache line), so that later accesses hit the cache: the loads are
+    /// independent, so their misses overlap.
+    pub fn warm_range(&self, start: usize, n: usize) {
+        if n == 0 {
+            return;
+        }
+        let w = self.width as usize;
+        let first = (start * w) >> 6;
+        let last = ((start + n) * w - 1) >> 6;
+        let mut acc = 0u64;
+        let mut i = first;
+        while i <= last {
+            acc ^= self.words[i];
+            i += 8;
+        }
+        acc ^= self.words[last];
+        std::hint::black_box(acc);
+    }
+
     /// Set entry `i` to `v` (which must fit in the width).
     #[inline]
     pub fn set(&mut self, i: usize, v: u64) {

@@ -45,6 +45,7 @@ impl Ssd {
         let dies = self.geo.dies;
         let logical = self.geo.logical_units;
         let base = lsb as u64 * s as u64;
+        self.hy_warm(lsb, dst, from);
         let (dp0, _) = self.geo.split_dpage(from);
         let (mut die, mut page) = self.geo.split_dies(dp0);
         let mut off = from;
@@ -111,6 +112,32 @@ impl Ssd {
             }
         }
         Ok(())
+    }
+
+    /// Bring into the cache what copying `lsb`'s units from offset `from`
+    /// into `dst` will touch in the per-block tables, scattered over every
+    /// die: the reverse map and valid counts of its data block (where most
+    /// units come from) and of `dst`. The loads overlap, instead of one
+    /// cache miss after another as the copy loop walks the dies.
+    fn hy_warm(&self, lsb: u32, dst: u32, from: u32) {
+        let g = &self.geo;
+        let (page0, _) = g.split_dies(g.split_dpage(from).0);
+        let upb = g.units_per_block as usize;
+        let skip = page0 as usize * g.units_per_dpage as usize;
+        let src = self.hy().data[lsb as usize];
+        let mut acc = 0u64;
+        for d in 0..g.dies {
+            for psb in [src, dst] {
+                if psb == NONE {
+                    continue;
+                }
+                let b = d * g.blocks_per_die + psb;
+                self.p2l.warm_range(b as usize * upb + skip, upb - skip);
+                acc ^= self.valid[b as usize] as u64;
+            }
+            acc ^= self.last_write[(d * g.blocks_per_die + dst) as usize];
+        }
+        std::hint::black_box(acc);
     }
 
     /// Read `units` units of one dpage on `die`; when they are at the controller.
