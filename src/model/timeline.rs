@@ -169,6 +169,7 @@ impl Channel {
     /// it on the same die); returns both starts. When the second fits
     /// right after the first, which is the rule while a merge copies a
     /// unit within a die, both take one search and one insertion.
+    #[inline]
     pub(crate) fn reserve_pair(&mut self, lane: usize, t: u64, d1: u64, d2: u64) -> (u64, u64) {
         if d1 == 0 || d2 == 0 {
             let s1 = self.reserve(lane, t, d1);
