@@ -84,6 +84,19 @@ impl Deq {
         self.v.remove(self.head + i);
     }
 
+    /// Forget the intervals that end at or before `t` (sorted, so a
+    /// prefix); usually none, which costs one comparison.
+    #[inline]
+    fn forget_ending_by(&mut self, t: u64) {
+        if self.front().is_some_and(|&(_, e)| e <= t) {
+            let n = 1 + self.live()[1..]
+                .iter()
+                .take_while(|&&(_, e)| e <= t)
+                .count();
+            self.forget(n);
+        }
+    }
+
     /// Forget the first `n` live intervals.
     #[inline]
     fn forget(&mut self, n: usize) {
@@ -252,22 +265,16 @@ impl Channel {
     }
 
     /// Forget transfers that end at or before `t` (nothing is scheduled before it).
+    #[inline]
     pub(crate) fn prune(&mut self, t: u64) {
         let mut first = u64::MAX;
         for l in &mut self.lanes {
-            let n = l.live().iter().take_while(|&&(_, e)| e <= t).count();
-            l.forget(n);
+            l.forget_ending_by(t);
             if let Some(&(s, _)) = l.front() {
                 first = first.min(s);
             }
         }
-        let n = self
-            .busy
-            .live()
-            .iter()
-            .take_while(|&&(_, e)| e <= t)
-            .count();
-        self.busy.forget(n);
+        self.busy.forget_ending_by(t);
         // The transfers left all end after t, so before t the channel is
         // busy only from the earliest start among them: the part of the
         // first busy interval before that came from forgotten transfers.
