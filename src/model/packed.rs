@@ -129,6 +129,46 @@ impl PackedVec {
         std::hint::black_box(acc);
     }
 
+    /// Load the words holding entries `start..start + n` (one load per
+    /// cache line), so that later accesses hit the cache: the loads are
+    /// independent, so their misses overlap.
+    pub fn warm_range(&self, start: usize, n: usize) {
+        if n == 0 {
+            return;
+        }
+        let w = self.width as usize;
+        let first = (start * w) >> 6;
+        let last = ((start + n) * w - 1) >> 6;
+        let mut acc = 0u64;
+        let mut i = first;
+        while i <= last {
+            acc ^= self.words[i];
+            i += 8;
+        }
+        acc ^= self.words[last];
+        std::hint::black_box(acc);
+    }
+
+    /// Whether every run of `n` entries starting at a multiple of `n`
+    /// starts and ends on a word boundary.
+    pub fn word_aligned(&self, n: usize) -> bool {
+        (n * self.width as usize).is_multiple_of(64)
+    }
+
+    /// Move entries `src..src + n` to `dst..dst + n` (which must not
+    /// overlap them) and zero them, a word at a time. Both ranges must
+    /// start and end on word boundaries (see [`PackedVec::word_aligned`]).
+    pub fn move_aligned(&mut self, src: usize, dst: usize, n: usize) {
+        let w = self.width as usize;
+        assert!((src * w).is_multiple_of(64) && (dst * w).is_multiple_of(64));
+        assert!((n * w).is_multiple_of(64));
+        debug_assert!(src + n <= self.len && dst + n <= self.len);
+        debug_assert!(src + n <= dst || dst + n <= src);
+        let (s, d, k) = (src * w / 64, dst * w / 64, n * w / 64);
+        self.words.copy_within(s..s + k, d);
+        self.words[s..s + k].fill(0);
+    }
+
     /// Set entry `i` to `v` (which must fit in the width).
     #[inline]
     pub fn set(&mut self, i: usize, v: u64) {

@@ -16,24 +16,138 @@
 //! gaps instead of every lane's transfer list. The per-lane lists are kept
 //! only to forget old transfers exactly as per-lane bookkeeping would.
 
+#[cfg(test)]
 use std::collections::VecDeque;
+
+/// A queue of intervals: a vector whose first `head` slots are forgotten.
+///
+/// Reservations are appended (or inserted near the end) and forgotten
+/// from the front, like a `VecDeque`, but the live intervals are one
+/// slice: indexing costs no wrap-around test, and searches run on a plain
+/// slice. The forgotten prefix is dropped once it is as long as the live
+/// part, so the memory stays proportional and each interval is moved at
+/// most once per drop on average.
+#[derive(Debug, Clone, Default)]
+struct Deq {
+    v: Vec<(u64, u64)>,
+    head: usize,
+}
+
+impl Deq {
+    #[inline(always)]
+    fn live(&self) -> &[(u64, u64)] {
+        &self.v[self.head..]
+    }
+
+    #[inline(always)]
+    fn live_mut(&mut self) -> &mut [(u64, u64)] {
+        &mut self.v[self.head..]
+    }
+
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.v.len() - self.head
+    }
+
+    #[inline(always)]
+    fn get(&self, i: usize) -> Option<&(u64, u64)> {
+        self.v.get(self.head + i)
+    }
+
+    #[inline(always)]
+    fn front(&self) -> Option<&(u64, u64)> {
+        self.v.get(self.head)
+    }
+
+    #[inline(always)]
+    fn back(&self) -> Option<&(u64, u64)> {
+        self.live().last()
+    }
+
+    #[inline(always)]
+    fn back_mut(&mut self) -> Option<&mut (u64, u64)> {
+        self.live_mut().last_mut()
+    }
+
+    #[inline(always)]
+    fn push_back(&mut self, x: (u64, u64)) {
+        self.v.push(x);
+    }
+
+    #[inline]
+    fn insert(&mut self, i: usize, x: (u64, u64)) {
+        self.v.insert(self.head + i, x);
+    }
+
+    #[inline]
+    fn remove(&mut self, i: usize) {
+        self.v.remove(self.head + i);
+    }
+
+    /// Forget the intervals that end at or before `t` (sorted, so a
+    /// prefix); usually none, which costs one comparison.
+    #[inline]
+    fn forget_ending_by(&mut self, t: u64) {
+        if self.front().is_some_and(|&(_, e)| e <= t) {
+            let n = 1 + self.live()[1..]
+                .iter()
+                .take_while(|&&(_, e)| e <= t)
+                .count();
+            self.forget(n);
+        }
+    }
+
+    /// Forget the first `n` live intervals.
+    #[inline]
+    fn forget(&mut self, n: usize) {
+        self.head += n;
+        if self.head == self.v.len() {
+            self.v.clear();
+            self.head = 0;
+        } else if self.head >= 64 && self.head * 2 >= self.v.len() {
+            self.v.drain(..self.head);
+            self.head = 0;
+        }
+    }
+}
+
+impl PartialEq for Deq {
+    fn eq(&self, other: &Deq) -> bool {
+        self.live() == other.live()
+    }
+}
+
+impl std::ops::Index<usize> for Deq {
+    type Output = (u64, u64);
+    #[inline(always)]
+    fn index(&self, i: usize) -> &(u64, u64) {
+        &self.v[self.head + i]
+    }
+}
+
+impl std::ops::IndexMut<usize> for Deq {
+    #[inline(always)]
+    fn index_mut(&mut self, i: usize) -> &mut (u64, u64) {
+        &mut self.v[self.head + i]
+    }
+}
 
 /// Busy intervals `[start, end)` of a channel.
 #[derive(Debug, Clone)]
 pub(crate) struct Channel {
     /// Per lane, its transfers (sorted, touching ones coalesced).
-    lanes: Vec<VecDeque<(u64, u64)>>,
+    lanes: Vec<Deq>,
     /// The union of the lanes' intervals: sorted, disjoint, and no two
     /// touching (touching intervals are coalesced).
-    busy: VecDeque<(u64, u64)>,
+    busy: Deq,
 }
 
 impl Channel {
     /// A channel with `lanes` dies on it.
     pub(crate) fn new(lanes: usize) -> Channel {
         Channel {
-            lanes: vec![VecDeque::new(); lanes],
-            busy: VecDeque::new(),
+            lanes: vec![Deq::default(); lanes],
+            busy: Deq::default(),
         }
     }
 
@@ -68,6 +182,7 @@ impl Channel {
     /// it on the same die); returns both starts. When the second fits
     /// right after the first, which is the rule while a merge copies a
     /// unit within a die, both take one search and one insertion.
+    #[inline]
     pub(crate) fn reserve_pair(&mut self, lane: usize, t: u64, d1: u64, d2: u64) -> (u64, u64) {
         if d1 == 0 || d2 == 0 {
             let s1 = self.reserve(lane, t, d1);
@@ -101,9 +216,13 @@ impl Channel {
     fn gap(&self, t: u64, dur: u64) -> (u64, usize) {
         // The first busy interval ending after t, then forward past every
         // one the transfer would overlap.
-        let mut i = match self.busy.back() {
-            Some(&(_, e)) if e <= t => self.busy.len(),
-            _ => first_ending_after(&self.busy, t),
+        let live = self.busy.live();
+        let mut i = match live.last() {
+            Some(&(_, e)) if e <= t => live.len(),
+            // Within the last interval (the usual case while work queues
+            // up behind a merge): right after it.
+            Some(&(bs, e)) if bs <= t => return (e, live.len()),
+            _ => first_ending_after(live, t),
         };
         let mut s = t;
         while let Some(&(bs, be)) = self.busy.get(i) {
@@ -138,7 +257,7 @@ impl Channel {
             Some(last) if last.1 == s => last.1 = e,
             Some(last) if last.0 > s => {
                 // Out of order (reserve_anywhere): keep the lane sorted.
-                let at = own.partition_point(|&(ls, _)| ls < s);
+                let at = own.live().partition_point(|&(ls, _)| ls < s);
                 own.insert(at, (s, e));
             }
             _ => own.push_back((s, e)),
@@ -146,31 +265,20 @@ impl Channel {
     }
 
     /// Forget transfers that end at or before `t` (nothing is scheduled before it).
+    #[inline]
     pub(crate) fn prune(&mut self, t: u64) {
         let mut first = u64::MAX;
         for l in &mut self.lanes {
-            while let Some(&(_, e)) = l.front() {
-                if e <= t {
-                    l.pop_front();
-                } else {
-                    break;
-                }
-            }
+            l.forget_ending_by(t);
             if let Some(&(s, _)) = l.front() {
                 first = first.min(s);
             }
         }
-        while let Some(&(_, e)) = self.busy.front() {
-            if e <= t {
-                self.busy.pop_front();
-            } else {
-                break;
-            }
-        }
+        self.busy.forget_ending_by(t);
         // The transfers left all end after t, so before t the channel is
         // busy only from the earliest start among them: the part of the
         // first busy interval before that came from forgotten transfers.
-        if let Some(front) = self.busy.front_mut() {
+        if let Some(front) = self.busy.live_mut().first_mut() {
             front.0 = front.0.max(first);
         }
     }
@@ -187,7 +295,7 @@ impl Channel {
 /// scheduled (work queued behind merges and GC), so the search gallops
 /// back from the end and only then bisects the last stretch.
 #[inline(always)]
-fn first_ending_after(l: &VecDeque<(u64, u64)>, s: u64) -> usize {
+fn first_ending_after(l: &[(u64, u64)], s: u64) -> usize {
     let n = l.len();
     // Invariant: every interval from `hi` on ends after s.
     let mut hi = n;
@@ -305,7 +413,7 @@ mod tests {
                     proptest::prop_assert!(a < t || a >= s || overlaps(a), "{a} fits before {s}");
                 }
                 taken.push((s, s + dur));
-                let l = &c.lanes[lane];
+                let l = c.lanes[lane].live();
                 proptest::prop_assert!(l.iter().zip(l.iter().skip(1)).all(|(x, y)| x.1 <= y.0));
             }
         }
@@ -382,19 +490,20 @@ mod tests {
     }
 
     #[test]
-    fn search_matches_partition_point_on_wrapped_deques() {
-        // Pushes after pops make the deque wrap around its buffer.
+    fn search_matches_partition_point_after_forgetting() {
+        // Forgetting a prefix now and then drops it from the vector.
         for keep in [6, 100] {
-            let mut l: VecDeque<(u64, u64)> = VecDeque::with_capacity(8);
+            let mut l = Deq::default();
             for round in 0..300u64 {
                 l.push_back((round * 10, round * 10 + 5));
                 if l.len() > keep {
-                    l.pop_front();
+                    l.forget(1);
                 }
+                assert!(l.v.len() <= 2 * keep.max(64) + 2, "{}", l.v.len());
                 for s in round.saturating_sub(110) * 10..round * 10 + 20 {
                     assert_eq!(
-                        first_ending_after(&l, s),
-                        l.partition_point(|&(_, e)| e <= s)
+                        first_ending_after(l.live(), s),
+                        l.live().partition_point(|&(_, e)| e <= s)
                     );
                 }
             }

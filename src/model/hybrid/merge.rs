@@ -45,11 +45,32 @@ impl Ssd {
         let dies = self.geo.dies;
         let logical = self.geo.logical_units;
         let base = lsb as u64 * s as u64;
+        self.hy_warm(lsb, dst, from);
+        // A full merge moves the reverse map of the data block, where each
+        // unit sits at its offset as it will in `dst`, to `dst` wholesale
+        // (stale positions hold 0 in both): the copy loop then only
+        // repoints the units' forward entries. `moved` is the data block
+        // when it did.
+        let mut moved = NONE;
+        let old = self.hy().data[lsb as usize];
+        if from == 0 && old != NONE && old != dst && self.p2l.word_aligned(upb as usize) {
+            let upb = upb as usize;
+            for d in 0..dies {
+                let (bs, bd) = (d * bpd + old, d * bpd + dst);
+                debug_assert_eq!(self.valid[bd as usize], 0);
+                self.p2l
+                    .move_aligned(bs as usize * upb, bd as usize * upb, upb);
+            }
+            moved = old;
+        }
         let (dp0, _) = self.geo.split_dpage(from);
         let (mut die, mut page) = self.geo.split_dies(dp0);
         let mut off = from;
         // Offset of the first unit of the destination dpage of `off`.
         let mut dstart = dp0 * upd;
+        // Channel time of the last read size seen (a float conversion
+        // saved per copy: reads are almost always the same size).
+        let mut read_ns = (u64::MAX, 0);
         while off < s {
             // One destination dpage at a time.
             let end = dstart + upd;
@@ -85,13 +106,23 @@ impl Ssd {
                 }
                 src_units += 1;
                 let dst_ppn = dst_dpage + (o - dstart) as u64;
-                self.hy_move(lpn, src, src_block, dst_ppn, dst_block);
+                if moved != NONE && src_block - src_die as u32 * bpd == moved {
+                    // Its reverse entry already moved with the block's.
+                    self.valid[src_block as usize] -= 1;
+                    self.l2p.set(lpn as usize, dst_ppn + 1);
+                    self.valid[dst_block as usize] += 1;
+                } else {
+                    self.hy_move(lpn, src, src_block, dst_ppn, dst_block);
+                }
                 n += 1;
             }
             if groups == 1 && src_die == die as usize {
                 // One read, on the destination's own die: the usual copy
                 // out of the old data block.
-                self.hy_copy_within_die(dst_block, src_die, t, src_units);
+                if read_ns.0 != src_units {
+                    read_ns = (src_units, self.geo.chan_ns(src_units * self.geo.unit_bytes));
+                }
+                self.hy_copy_within_die(dst_block, src_die, t, src_units, read_ns.1);
                 self.raw.merge_copies += n as u64;
             } else {
                 if src_units > 0 {
@@ -111,6 +142,32 @@ impl Ssd {
             }
         }
         Ok(())
+    }
+
+    /// Bring into the cache what copying `lsb`'s units from offset `from`
+    /// into `dst` will touch in the per-block tables, scattered over every
+    /// die: the reverse map and valid counts of its data block (where most
+    /// units come from) and of `dst`. The loads overlap, instead of one
+    /// cache miss after another as the copy loop walks the dies.
+    fn hy_warm(&self, lsb: u32, dst: u32, from: u32) {
+        let g = &self.geo;
+        let (page0, _) = g.split_dies(g.split_dpage(from).0);
+        let upb = g.units_per_block as usize;
+        let skip = page0 as usize * g.units_per_dpage as usize;
+        let src = self.hy().data[lsb as usize];
+        let mut acc = 0u64;
+        for d in 0..g.dies {
+            for psb in [src, dst] {
+                if psb == NONE {
+                    continue;
+                }
+                let b = d * g.blocks_per_die + psb;
+                self.p2l.warm_range(b as usize * upb + skip, upb - skip);
+                acc ^= self.valid[b as usize] as u64;
+            }
+            acc ^= self.last_write[(d * g.blocks_per_die + dst) as usize];
+        }
+        std::hint::black_box(acc);
     }
 
     /// Read `units` units of one dpage on `die`; when they are at the controller.
@@ -160,8 +217,17 @@ impl Ssd {
     /// Merge copy of `units` units of one dpage on `die` into a dpage of
     /// `block` on the same die: [`Ssd::hy_read`] at `t`, then
     /// [`Ssd::hy_program_dpage`] as soon as the data is at the controller,
-    /// with both channel transfers reserved in one step.
-    pub(super) fn hy_copy_within_die(&mut self, block: u32, die: usize, t: u64, units: u64) -> u64 {
+    /// with both channel transfers reserved in one step. `d_read` is the
+    /// read's channel time.
+    #[inline]
+    pub(super) fn hy_copy_within_die(
+        &mut self,
+        block: u32,
+        die: usize,
+        t: u64,
+        units: u64,
+        d_read: u64,
+    ) -> u64 {
         let pages = if units == 1 {
             1
         } else {
@@ -170,7 +236,7 @@ impl Ssd {
         self.raw.nand_pages_read += pages.min(self.geo.planes as u64);
         let (ch, lane) = self.geo.channel_of(die);
         let sensed = t.max(self.die_busy[die]) + self.geo.t_read;
-        let d_read = self.geo.chan_ns(units * self.geo.unit_bytes);
+        debug_assert_eq!(d_read, self.geo.chan_ns(units * self.geo.unit_bytes));
         let d_prog = self.geo.dpage_chan_ns;
         // The program starts when the read's data is at the controller
         // (the die is busy until then, and the read ends after t).
@@ -180,6 +246,7 @@ impl Ssd {
 
     /// The program of a dpage of `block` on `die` whose transfer ends at
     /// `xe`: the die programs it, and `host` units of it are host data.
+    #[inline]
     pub(super) fn hy_programmed(&mut self, block: u32, die: usize, xe: u64, host: u32) -> u64 {
         let t_prog = if self.geo.prog_growth > 0.0 {
             self.wear_scaled(self.geo.t_prog, self.geo.prog_growth, block)
