@@ -11,6 +11,24 @@ impl Ssd {
     pub(super) fn hy_switch(&mut self, li: u32, lsb: u32, t: u64) -> Result<(), Broken> {
         let psb = self.hy().log(li)?.psb;
         self.hy_drop_log(li)?;
+        self.hy_set_data(
+            lsb,
+            psb,
+            t,
+            "hybrid: switched-out data block still holds data",
+        )
+    }
+
+    /// Make `psb` the data block of `lsb` and erase the one it replaces,
+    /// which must hold no valid unit any more (`broken` says which
+    /// reclamation left one behind).
+    fn hy_set_data(
+        &mut self,
+        lsb: u32,
+        psb: u32,
+        t: u64,
+        broken: &'static str,
+    ) -> Result<(), Broken> {
         let old = self.hy().data[lsb as usize];
         let h = self.hy_mut();
         h.data[lsb as usize] = psb;
@@ -18,7 +36,7 @@ impl Ssd {
             h.data_count += 1;
         } else {
             if self.hy_valid(old) != 0 {
-                return Err(Broken("hybrid: switched-out data block still holds data"));
+                return Err(Broken(broken));
             }
             self.hy_erase(old, t, false);
         }
@@ -272,17 +290,11 @@ impl Ssd {
         let dst = self.hy_alloc(t)?;
         self.hy_fill_from(lsb, dst, 0, t)?;
         self.raw.merges_full += 1;
-        let old = self.hy().data[lsb as usize];
-        let h = self.hy_mut();
-        h.data[lsb as usize] = dst;
-        if old == NONE {
-            h.data_count += 1;
-        } else {
-            if self.hy_valid(old) != 0 {
-                return Err(Broken("hybrid: merged-out data block still holds data"));
-            }
-            self.hy_erase(old, t, false);
-        }
-        Ok(())
+        self.hy_set_data(
+            lsb,
+            dst,
+            t,
+            "hybrid: merged-out data block still holds data",
+        )
     }
 }
