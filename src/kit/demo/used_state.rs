@@ -127,7 +127,7 @@ fn parse_phases(output: &str) -> Result<Vec<Phase>, DemoError> {
 /// Run the used-state sequence.
 pub fn run(args: &DemoArgs, env: &Env) -> Result<(), DemoError> {
     let say = |m: &str| env.say(m);
-    let predicted = env.profile.predict();
+    let predicted = env.profile.predict().seq_write_bytes_s;
     let predicted_quarter = super::write_from_empty_buffer(&env.profile, args.capacity / 4);
     let serve = env.start_serve()?;
     say(&format!(
@@ -171,7 +171,7 @@ pub fn run(args: &DemoArgs, env: &Env) -> Result<(), DemoError> {
         profile: env.profile.name.clone(),
         bus: args.bus,
         capacity: args.capacity,
-        predicted_seq_write_bytes_s: predicted.seq_write_bytes_s,
+        predicted_seq_write_bytes_s: predicted,
         predicted_quarter_bytes_s: predicted_quarter,
         phases,
         stats,
