@@ -95,9 +95,16 @@ fn profiles(what: Option<ProfilesCmd>) -> Result<(), Box<dyn std::error::Error>>
                 }
             };
             let _ = writeln!(text, "# {}", p.description);
+            let retired = match p.geometry.retired_blocks {
+                0 => String::new(),
+                n => format!(
+                    " ({} in {n} retired blocks)",
+                    format_size(p.raw_capacity() - p.in_service_capacity())
+                ),
+            };
             let _ = writeln!(
                 text,
-                "# raw {} / exported {} / over-provisioning {:.1} %",
+                "# raw {}{retired} / exported {} / over-provisioning {:.1} %",
                 format_size(p.raw_capacity()),
                 describe_size(p.geometry.exported_capacity.0),
                 p.op_ratio() * 100.0

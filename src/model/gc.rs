@@ -113,7 +113,7 @@ impl Ssd {
                     * self.geo.units_per_block as u64;
                 let room = self
                     .geo
-                    .physical_units
+                    .in_service_units
                     .saturating_sub(self.mapped_units + reserve);
                 self.geo.slc_units.min(room / self.geo.slc_bits as u64)
             }

@@ -21,6 +21,11 @@ pub(crate) struct Geo {
     pub(crate) dpage_bytes: u64,
     pub(crate) logical_units: u64,
     pub(crate) physical_units: u64,
+    /// Blocks retired from service (`geometry.retired_blocks`): the last
+    /// blocks of each die, spread so dies differ by at most one.
+    pub(crate) retired: u32,
+    /// Physical units in blocks that are in service.
+    pub(crate) in_service_units: u64,
     pub(crate) capacity: u64,
     pub(crate) t_read: u64,
     pub(crate) t_prog: u64,
@@ -121,6 +126,7 @@ impl Geo {
         let units_per_block = units_per_dpage * g.pages_per_block;
         let blocks_per_die = g.blocks_per_plane;
         let physical_units = dies as u64 * blocks_per_die as u64 * units_per_block as u64;
+        let retired = g.retired_blocks;
         let us = |v: f64| (v * 1000.0).round() as u64;
         let per_byte = |mb_s: f64| {
             if mb_s > 0.0 && mb_s.is_finite() {
@@ -145,6 +151,8 @@ impl Geo {
             dpage_bytes,
             logical_units: g.exported_capacity.0 / g.mapping_unit.0,
             physical_units,
+            retired,
+            in_service_units: physical_units - retired as u64 * units_per_block as u64,
             capacity: g.exported_capacity.0,
             t_read: us(p.nand.t_read_us),
             t_prog: us(p.nand.t_prog_us),
@@ -199,6 +207,20 @@ impl Geo {
     #[inline]
     pub(crate) fn blocks(&self) -> usize {
         self.dies as usize * self.blocks_per_die as usize
+    }
+
+    /// Blocks retired on `die`: `retired / dies`, one more on the first
+    /// `retired % dies` dies.
+    #[inline]
+    pub(crate) fn retired_on(&self, die: u32) -> u32 {
+        self.retired / self.dies + u32::from(die < self.retired % self.dies)
+    }
+
+    /// Whether `block` is retired from service (the last
+    /// [`Geo::retired_on`] blocks of its die).
+    pub(crate) fn is_retired(&self, block: u32) -> bool {
+        let die = self.die_of_block(block);
+        block - die * self.blocks_per_die >= self.blocks_per_die - self.retired_on(die)
     }
 
     /// Channel transfer time of `bytes`.

@@ -250,11 +250,38 @@ impl Ssd {
                 ));
             }
         }
+        let retired = BlockState::Retired as u8;
+        if let Some(b) =
+            (0..nblocks).find(|&b| (self.state[b] == retired) != g.is_retired(b as u32))
+        {
+            return Err(format!(
+                "block {b} is {} but the geometry says it is {}",
+                if self.state[b] == retired {
+                    "retired"
+                } else {
+                    "in service"
+                },
+                if g.is_retired(b as u32) {
+                    "retired"
+                } else {
+                    "in service"
+                },
+            ));
+        }
+        if let Some(b) = (0..nblocks).find(|&b| self.state[b] == retired && self.valid[b] != 0) {
+            return Err(format!("retired block {b} holds data"));
+        }
         let mapped_blocks = states(BlockState::Mapped);
         if mapped_blocks > 0 && self.hy.is_none() {
             return Err("hybrid-mapped blocks in a page-mapped drive".into());
         }
-        if free + open + states(BlockState::Full) + in_progress + mapped_blocks != self.valid.len()
+        if free
+            + open
+            + states(BlockState::Full)
+            + in_progress
+            + mapped_blocks
+            + states(BlockState::Retired)
+            != self.valid.len()
         {
             return Err("free + open + full != total blocks".into());
         }

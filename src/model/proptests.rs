@@ -167,6 +167,13 @@ fn run(p: &Profile, ops: &[Step]) -> Result<(), TestCaseError> {
         }
     }
     ssd.check_invariants().map_err(TestCaseError::fail)?;
+    let retired: Vec<usize> = (0..ssd.valid.len())
+        .filter(|&b| ssd.geo.is_retired(b as u32))
+        .collect();
+    prop_assert_eq!(retired.len(), p.geometry.retired_blocks as usize);
+    for b in retired {
+        prop_assert_eq!(ssd.erase_count[b], 0, "retired block {} erased", b);
+    }
     for (lpn, &has) in shadow.iter().enumerate() {
         prop_assert_eq!(
             ssd.l2p.get(lpn) != 0,
@@ -251,6 +258,17 @@ proptest! {
     }
 
     #[test]
+    fn retired_blocks_stay_out_of_service(
+        ops in steps(4 * 6 * 4 * 8),
+        retired in 1u32..=8,
+        dynamic_slc in any::<bool>(),
+    ) {
+        let extra = if dynamic_slc { SLC_DYNAMIC } else { "" };
+        let p = tiny_with("4KiB", "4KiB", 1, "32KiB", "greedy", 1.0, extra);
+        run(&with_retired(&p, retired), &ops)?;
+    }
+
+    #[test]
     fn greedy_512_byte_units_two_planes(ops in steps(4 * 6 * 4 * 2 * 4)) {
         run(&tiny("2KiB", "512", 2, "32KiB", "greedy", 1.0), &ops)?;
     }
@@ -264,6 +282,14 @@ proptest! {
         );
         run(&Profile::from_toml(&text, "t").unwrap(), &ops)?;
     }
+}
+
+/// `p` with `n` blocks retired from service.
+pub(super) fn with_retired(p: &Profile, n: u32) -> Profile {
+    let text = p
+        .to_toml()
+        .replace("[nand]", &format!("retired_blocks = {n}\n\n[nand]"));
+    Profile::from_toml(&text, "retired").unwrap()
 }
 
 pub(super) const HYBRID_BAST: &str = "[mapping]\npolicy = \"hybrid\"\nlog_associativity = 1\n";

@@ -31,6 +31,9 @@ pub(crate) enum BlockState {
     Victim = 3,
     /// Hybrid mapping: part of a data or log superblock.
     Mapped = 4,
+    /// Retired from service (a factory bad block, `geometry.retired_blocks`):
+    /// never written, erased or counted in wear.
+    Retired = 5,
 }
 
 impl BlockState {
@@ -41,6 +44,7 @@ impl BlockState {
             2 => BlockState::Full,
             3 => BlockState::Victim,
             4 => BlockState::Mapped,
+            5 => BlockState::Retired,
             _ => return None,
         })
     }
@@ -244,7 +248,12 @@ impl Ssd {
         ssd.free = (0..ssd.geo.dies)
             .map(|d| {
                 let b0 = d * ssd.geo.blocks_per_die;
-                (b0..b0 + ssd.geo.blocks_per_die).collect()
+                let end = b0 + ssd.geo.blocks_per_die;
+                let first_retired = end - ssd.geo.retired_on(d);
+                for b in first_retired..end {
+                    ssd.state[b as usize] = BlockState::Retired as u8;
+                }
+                (b0..first_retired).collect()
             })
             .collect();
         if ssd.geo.hybrid {
@@ -286,9 +295,16 @@ impl Ssd {
     /// Counters, with derived figures (write amplification, wear) computed now.
     pub fn counters(&self) -> Counters {
         let r = &self.raw;
-        let n = self.erase_count.len().max(1);
+        let retired = BlockState::Retired as u8;
+        let in_service = self.valid.len() - self.geo.retired as usize;
+        let n = in_service.max(1);
         let (mut mn, mut mx, mut sum) = (u32::MAX, 0u32, 0u64);
-        for &e in &self.erase_count {
+        for (&e, _) in self
+            .erase_count
+            .iter()
+            .zip(&self.state)
+            .filter(|(_, s)| **s != retired)
+        {
             mn = mn.min(e);
             mx = mx.max(e);
             sum += e as u64;
@@ -317,10 +333,10 @@ impl Ssd {
                 0.0
             },
             free_blocks: self.free.iter().map(|f| f.len() as u64).sum(),
-            total_blocks: self.valid.len() as u64,
+            total_blocks: in_service as u64,
             mapped_units: self.mapped_units,
             total_units: self.geo.logical_units,
-            erase_count_min: if self.erase_count.is_empty() { 0 } else { mn },
+            erase_count_min: if in_service == 0 { 0 } else { mn },
             erase_count_avg: sum as f64 / n as f64,
             erase_count_max: mx,
             host_reduced_bytes: r.host_reduced_bytes,
@@ -719,7 +735,10 @@ impl Ssd {
     /// blocks erased, mapping cleared. Erase counts and cumulative counters stay.
     pub fn secure_erase(&mut self) {
         for b in 0..self.valid.len() {
-            if self.state[b] != BlockState::Free as u8 || self.valid[b] > 0 {
+            let st = self.state[b];
+            if (st != BlockState::Free as u8 && st != BlockState::Retired as u8)
+                || self.valid[b] > 0
+            {
                 self.erase_count[b] += 1;
                 self.raw.erases += 1;
             }

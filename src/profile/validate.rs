@@ -240,14 +240,28 @@ impl Profile {
             "at most 2^32 - 2 mapping units",
         )?;
         let block_bytes = g.planes_per_die as u64 * g.pages_per_block as u64 * ps;
-        let reserve = self.dies() as u64 * (gc.fg_threshold_blocks as u64 + 2) * block_bytes;
+        let dies = self.dies() as u64;
+        // Retired blocks are spread over the dies; the die that lost the
+        // most sets the room every die has (data is striped over all).
+        let retired_most = (g.retired_blocks as u64).div_ceil(dies);
         chk(
-            exp + reserve <= raw,
+            retired_most < g.blocks_per_plane as u64,
+            "geometry.retired_blocks",
+            g.retired_blocks.to_string(),
+            &format!(
+                "fewer than geometry.blocks_per_plane ({}) on every die",
+                g.blocks_per_plane
+            ),
+        )?;
+        let room = dies * (g.blocks_per_plane as u64 - retired_most) * block_bytes;
+        let reserve = dies * (gc.fg_threshold_blocks as u64 + 2) * block_bytes;
+        chk(
+            exp + reserve <= room,
             "geometry.exported_capacity",
             format_size(exp),
             &format!(
-                "must leave room for GC: at most raw capacity {} minus {} (fg_threshold_blocks + 2 blocks on each die)",
-                format_size(raw),
+                "must leave room for GC: at most {} (raw capacity, less retired blocks on the die with the most) minus {} (fg_threshold_blocks + 2 blocks on each die)",
+                format_size(room),
                 format_size(reserve)
             ),
         )?;
@@ -324,6 +338,12 @@ impl Profile {
                 "hybrid mapping does not combine with data reduction or an SLC cache",
             )?;
             chk(
+                g.retired_blocks == 0,
+                "geometry.retired_blocks",
+                g.retired_blocks.to_string(),
+                "0 with hybrid mapping (superblocks span every die)",
+            )?;
+            chk(
                 !self.nand.independent_plane_reads,
                 "nand.independent_plane_reads",
                 "true".into(),
@@ -359,7 +379,9 @@ impl Profile {
             )?;
             // SLC blocks hold 1/bits of their native capacity; a static
             // cache lives in the spare area.
-            let spare = self.raw_capacity().saturating_sub(g.exported_capacity.0);
+            let spare = self
+                .in_service_capacity()
+                .saturating_sub(g.exported_capacity.0);
             let most = spare / 2 / bits;
             chk(
                 s.mode == SlcMode::Dynamic || s.size.0 <= most,

@@ -391,6 +391,8 @@ impl Ssd {
             let ok = match BlockState::from_u8(*s) {
                 Some(BlockState::Free | BlockState::Open | BlockState::Full) => true,
                 Some(BlockState::Mapped) => g.hybrid,
+                // Which blocks are retired is checked against the geometry below.
+                Some(BlockState::Retired) => true,
                 _ => false,
             };
             if !ok {
