@@ -249,6 +249,13 @@ pub fn stats(r: &StatsReport) -> String {
             format_size(c.slc_units_folded.saturating_mul(unit_bytes))
         );
     }
+    if c.trim_pending_units > 0 {
+        let _ = writeln!(
+            o,
+            "  TRIM           {} trimmed but not yet released (still copied by GC)",
+            format_size(c.trim_pending_units.saturating_mul(unit_bytes))
+        );
+    }
     if c.trim_dropped_units > 0 {
         let _ = writeln!(
             o,

@@ -52,6 +52,9 @@ pub(crate) struct Geo {
     pub(crate) trim_cmd_ns: u64,
     pub(crate) trim_range_ns: u64,
     pub(crate) trim_freed_ns: u64,
+    /// Deferred release of trimmed flash, and its rate per unit written.
+    pub(crate) deferred_release: bool,
+    pub(crate) release_rate: f64,
     /// Wear: rated P/E cycles (0 = off) and latency growth at them.
     pub(crate) rated_pe: u32,
     pub(crate) prog_growth: f64,
@@ -180,6 +183,8 @@ impl Geo {
             trim_cmd_ns: p.trim.command_ns,
             trim_range_ns: p.trim.range_ns,
             trim_freed_ns: p.trim.freed_unit_ns,
+            deferred_release: p.trim.deferred_release,
+            release_rate: p.trim.release_per_unit_written,
             rated_pe: p.wear.rated_pe_cycles,
             prog_growth: p.wear.prog_growth,
             erase_growth: p.wear.erase_growth,

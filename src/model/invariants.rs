@@ -42,6 +42,52 @@ impl Ssd {
         {
             return Err(format!("block {b}: more valid units than slots it took"));
         }
+        self.check_pending()
+    }
+
+    /// Deferred release: the pending bits name mapped units only, their
+    /// count is the counter's, and the release ranges lie in the drive.
+    fn check_pending(&self) -> Result<(), String> {
+        let g = &self.geo;
+        let want = if g.deferred_release {
+            g.logical_units.div_ceil(64) as usize
+        } else {
+            0
+        };
+        if self.pending.len() != want {
+            return Err(format!(
+                "{} words of pending-release bits, {want} expected",
+                self.pending.len()
+            ));
+        }
+        let mut n = 0u64;
+        for (w, &bits) in self.pending.iter().enumerate() {
+            let mut b = bits;
+            while b != 0 {
+                let lpn = (w as u64) * 64 + b.trailing_zeros() as u64;
+                b &= b - 1;
+                if lpn >= g.logical_units || self.l2p.get(lpn as usize) == 0 {
+                    return Err(format!("unit {lpn} pending release but not mapped"));
+                }
+                n += 1;
+            }
+        }
+        if n != self.pending_units {
+            return Err(format!(
+                "{n} units pending release, counter says {}",
+                self.pending_units
+            ));
+        }
+        if let Some(&(lo, hi)) = self
+            .release_q
+            .iter()
+            .find(|&&(lo, hi)| lo > hi || hi > g.logical_units)
+        {
+            return Err(format!("release range {lo}..{hi} outside the drive"));
+        }
+        if !(self.release_credit.is_finite() && self.release_credit >= 0.0) {
+            return Err(format!("release credit {}", self.release_credit));
+        }
         Ok(())
     }
 

@@ -186,6 +186,10 @@ pub struct Counters {
     /// SLC cache: host units it can take now.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub slc_free_units: u64,
+    /// Deferred release (`trim.deferred_release`): units trimmed whose
+    /// flash is not released yet (not counted in `mapped_units`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub trim_pending_units: u64,
     /// Wear (`[wear]` with rated cycles): SMART-like "percentage used",
     /// mean erase count over the rated P/E cycles × 100 (may exceed 100).
     #[serde(default, skip_serializing_if = "Option::is_none")]

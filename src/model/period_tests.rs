@@ -146,6 +146,55 @@ fn trimmed_data_in_the_write_buffer_is_dropped_not_programmed() {
     assert!(ssd.counters().nand_bytes_programmed > 0);
 }
 
+#[test]
+fn deferred_release_reads_as_unmapped_but_keeps_the_flash_until_written() {
+    let deferred = |rate: f64| {
+        tiny_with(
+            "4KiB",
+            "4KiB",
+            1,
+            "0",
+            "greedy",
+            0.0,
+            &format!("[trim]\ndeferred_release = true\nrelease_per_unit_written = {rate}\n"),
+        )
+    };
+    let mut ssd = Ssd::new(&deferred(0.0), 1);
+    let cap = ssd.capacity();
+    let units = cap / 4096;
+    let t = fill(&mut ssd, 0, 16384, Payload::Unknown);
+    let t = at(&mut ssd, t, req(Op::Trim, 0, cap, Payload::Unknown));
+    let c = ssd.counters();
+    assert_eq!((c.mapped_units, c.trim_pending_units), (0, units));
+    assert_eq!(ssd.unit_census(0, cap), (0, units), "reads as unmapped");
+    let free = c.free_blocks;
+    // Reading trimmed data touches no NAND; idle time releases nothing.
+    let t = at(
+        &mut ssd,
+        t + 1_000_000_000,
+        req(Op::Read, 0, cap, Payload::Unknown),
+    );
+    let c = ssd.counters();
+    assert_eq!(c.nand_pages_read, 0);
+    assert_eq!((c.trim_pending_units, c.free_blocks), (units, free));
+    // Writing a unit again releases its old flash (and only that, at rate 0).
+    at(&mut ssd, t, w(0, 4096));
+    let c = ssd.counters();
+    assert_eq!((c.mapped_units, c.trim_pending_units), (1, units - 1));
+    ssd.check_invariants().unwrap();
+
+    // At one unit per unit written, writing 8 units elsewhere releases 8.
+    let mut ssd = Ssd::new(&deferred(1.0), 1);
+    let t = fill(&mut ssd, 0, 16384, Payload::Unknown);
+    let half = cap / 2;
+    let t = at(&mut ssd, t, req(Op::Trim, 0, half, Payload::Unknown));
+    at(&mut ssd, t, w(half, 8 * 4096));
+    let c = ssd.counters();
+    assert_eq!(c.trim_pending_units, half / 4096 - 8);
+    assert_eq!(c.mapped_units, units - half / 4096);
+    ssd.check_invariants().unwrap();
+}
+
 // ------------------------------------------------------------- reduction
 
 fn reduced() -> Profile {

@@ -176,7 +176,7 @@ fn run(p: &Profile, ops: &[Step]) -> Result<(), TestCaseError> {
     }
     for (lpn, &has) in shadow.iter().enumerate() {
         prop_assert_eq!(
-            ssd.l2p.get(lpn) != 0,
+            ssd.l2p.get(lpn) != 0 && !ssd.is_pending(lpn as u64),
             has,
             "unit {} lost or resurrected",
             lpn
@@ -205,6 +205,8 @@ fn run(p: &Profile, ops: &[Step]) -> Result<(), TestCaseError> {
     prop_assert_eq!(back.counters(), c);
     prop_assert!(back.l2p == ssd.l2p && back.p2l == ssd.p2l && back.valid == ssd.valid);
     prop_assert!(back.free == ssd.free && back.erase_count == ssd.erase_count);
+    prop_assert!(back.pending == ssd.pending && back.release_q == ssd.release_q);
+    prop_assert_eq!(back.release_credit, ssd.release_credit);
     Ok(())
 }
 
@@ -255,6 +257,16 @@ proptest! {
     #[test]
     fn trim_model_and_wear(ops in steps(4 * 6 * 4 * 8)) {
         run(&tiny_with("4KiB", "4KiB", 1, "32KiB", "greedy", 1.0, TRIM_WEAR), &ops)?;
+    }
+
+    #[test]
+    fn deferred_trim_release(ops in steps(4 * 6 * 4 * 2 * 16), rate in 0u32..4, reduce in any::<bool>()) {
+        let extra = format!(
+            "{}[trim]\ndeferred_release = true\nrelease_per_unit_written = {}\n",
+            if reduce { REDUCTION } else { "" },
+            rate as f64 * 0.75
+        );
+        run(&tiny_with("8KiB", "4KiB", 2, "128KiB", "greedy", 1.0, &extra), &ops)?;
     }
 
     #[test]

@@ -35,7 +35,7 @@ impl Ssd {
     /// to `last`); returns when their data is at the controller, and how many.
     pub(super) fn read_group(&mut self, t: u64, lpn: u64, last: u64) -> (u64, u64) {
         let e = self.l2p.get(lpn as usize);
-        if e == 0 {
+        if e == 0 || self.is_pending(lpn) {
             // Unmapped (never written or trimmed): zeroes, no NAND access.
             return (t, 1);
         }
@@ -46,7 +46,7 @@ impl Ssd {
         let mut slots = 1u64 << ((ppn % upd) / self.geo.units_per_page as u64).min(63);
         while lpn + n <= last {
             let e2 = self.l2p.get((lpn + n) as usize);
-            if e2 == 0 || (e2 - 1) / upd != dpage {
+            if e2 == 0 || (e2 - 1) / upd != dpage || self.is_pending(lpn + n) {
                 break;
             }
             slots |= 1u64 << (((e2 - 1) % upd) / self.geo.units_per_page as u64).min(63);

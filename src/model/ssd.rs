@@ -172,6 +172,15 @@ pub struct Ssd {
     pub(super) slc_blocks: u64,
     /// Hybrid log-block mapping state (None for page mapping).
     pub(super) hy: Option<Box<super::hybrid::Hybrid>>,
+    /// Deferred release (`trim.deferred_release`; empty without): per
+    /// logical unit, a bit set while it is trimmed but its flash not yet
+    /// released (it stays mapped in `l2p`, so GC copies it, but reads as
+    /// unmapped); how many; the TRIM ranges to release, oldest first; and
+    /// the release credit host writes have earned.
+    pub(super) pending: Vec<u64>,
+    pub(super) pending_units: u64,
+    pub(super) release_q: VecDeque<(u64, u64)>,
+    pub(super) release_credit: f64,
 }
 
 impl Ssd {
@@ -243,6 +252,14 @@ impl Ssd {
             },
             slc_blocks: 0,
             hy: None,
+            pending: if geo.deferred_release {
+                vec![0; geo.logical_units.div_ceil(64) as usize]
+            } else {
+                Vec::new()
+            },
+            pending_units: 0,
+            release_q: VecDeque::new(),
+            release_credit: 0.0,
             geo,
         };
         ssd.free = (0..ssd.geo.dies)
@@ -334,7 +351,8 @@ impl Ssd {
             },
             free_blocks: self.free.iter().map(|f| f.len() as u64).sum(),
             total_blocks: in_service as u64,
-            mapped_units: self.mapped_units,
+            mapped_units: self.mapped_units - self.pending_units,
+            trim_pending_units: self.pending_units,
             total_units: self.geo.logical_units,
             erase_count_min: if in_service == 0 { 0 } else { mn },
             erase_count_avg: sum as f64 / n as f64,
@@ -518,7 +536,7 @@ impl Ssd {
             let mut ready = (link_start + self.geo.link_ns((i as u64 + 1) * ub)).min(link_end);
             let partial = (lpn == first && !offset.is_multiple_of(ub))
                 || (lpn == last && !(offset + len).is_multiple_of(ub));
-            if partial && self.l2p.get(lpn as usize) != 0 {
+            if partial && self.l2p.get(lpn as usize) != 0 && !self.is_pending(lpn) {
                 // Sub-unit write: read the rest of the unit first.
                 self.raw.rmw_reads += 1;
                 let (r, _) = self.read_group(ready, lpn, lpn);
@@ -529,6 +547,9 @@ impl Ssd {
                 // Without a buffer the command waits for its data to be in NAND.
                 done = done.max(p);
             }
+        }
+        if self.pending_units > 0 {
+            self.release_pending((last - first + 1) as f64 * self.geo.release_rate);
         }
         if !buffered {
             // No write buffer: the command completes when its data is in NAND.
@@ -632,6 +653,10 @@ impl Ssd {
             return;
         }
         let ppn = e - 1;
+        if self.is_pending(lpn) {
+            self.pending[(lpn >> 6) as usize] &= !(1u64 << (lpn & 63));
+            self.pending_units -= 1;
+        }
         self.l2p.set(lpn as usize, 0);
         self.p2l.set(ppn as usize, 0);
         self.mapped_units -= 1;
@@ -657,6 +682,28 @@ impl Ssd {
         let end = (offset + len) / ub;
         let mut units = 0;
         let before = self.mapped_units;
+        if self.geo.deferred_release {
+            // The logical map is cleared now; the flash is released later.
+            let mut newly = 0;
+            for lpn in first..end.max(first) {
+                units += 1;
+                if self.l2p.get(lpn as usize) != 0 && !self.is_pending(lpn) {
+                    self.pending[(lpn >> 6) as usize] |= 1u64 << (lpn & 63);
+                    newly += 1;
+                }
+            }
+            if newly > 0 {
+                self.pending_units += newly;
+                self.release_q.push_back((first, end));
+            }
+            let g = &self.geo;
+            let work = units * g.trim_ns_per_unit
+                + g.trim_cmd_ns
+                + g.trim_range_ns
+                + newly * g.trim_freed_ns;
+            self.ctrl_free = self.ctrl_free.max(t) + work;
+            return Ok(t + work);
+        }
         for lpn in first..end.max(first) {
             self.unmap(lpn);
             units += 1;
@@ -678,6 +725,38 @@ impl Ssd {
             units * g.trim_ns_per_unit + g.trim_cmd_ns + g.trim_range_ns + freed * g.trim_freed_ns;
         self.ctrl_free = self.ctrl_free.max(t) + work;
         Ok(t + work)
+    }
+
+    /// Whether `lpn` is trimmed but its flash not yet released.
+    #[inline]
+    pub(super) fn is_pending(&self, lpn: u64) -> bool {
+        !self.pending.is_empty() && (self.pending[(lpn >> 6) as usize] >> (lpn & 63)) & 1 != 0
+    }
+
+    /// Release up to `n` more trimmed units (with the credit left over from
+    /// earlier writes), oldest TRIM first: each stops counting as valid.
+    fn release_pending(&mut self, n: f64) {
+        self.release_credit += n;
+        while self.release_credit >= 1.0 && self.pending_units > 0 {
+            let Some(range) = self.release_q.front_mut() else {
+                break;
+            };
+            if range.0 >= range.1 {
+                self.release_q.pop_front();
+                continue;
+            }
+            let lpn = range.0;
+            range.0 += 1;
+            if self.is_pending(lpn) {
+                self.unmap(lpn);
+                self.release_credit -= 1.0;
+            }
+        }
+        if self.pending_units == 0 {
+            // Nothing left to release: no credit is kept for later TRIMs.
+            self.release_q.clear();
+            self.release_credit = 0.0;
+        }
     }
 
     /// Trimmed data still in the write buffer is dropped, not programmed:

@@ -140,11 +140,18 @@ impl Ssd {
         let wp = *self.wp(stream, die);
         debug_assert!(wp.block != NONE);
         let ppn = self.geo.ppn(wp.block, wp.page, wp.slot);
+        // GC moves a unit trimmed but not yet released as it is; a host
+        // write over it releases it (in `unmap`).
+        let still_pending = stream == Stream::Gc && self.is_pending(lpn);
         self.unmap(lpn);
         self.l2p.set(lpn as usize, ppn + 1);
         self.p2l.set(ppn as usize, lpn + 1);
         self.valid[wp.block as usize] += 1;
         self.mapped_units += 1;
+        if still_pending {
+            self.pending[(lpn >> 6) as usize] |= 1u64 << (lpn & 63);
+            self.pending_units += 1;
+        }
         if stream == Stream::Host && !self.slc_mode.is_empty() && self.slc_mode[wp.block as usize] {
             self.raw.slc_units_written += 1;
         }

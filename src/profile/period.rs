@@ -58,6 +58,26 @@ pub struct Trim {
     /// Controller time per mapping unit actually freed (mapped before the
     /// TRIM): the mapping-table update, ns.
     pub freed_unit_ns: u64,
+    /// Deferred release (a guess at SandForce's incomplete TRIM recovery;
+    /// see docs/model.md): TRIM clears the logical map at once (trimmed
+    /// LBAs read as unmapped), but the flash the data occupies stays valid
+    /// for GC, which keeps copying it, until the controller releases it:
+    /// when the LBA is written again, or in TRIM order at
+    /// `release_per_unit_written`. Page mapping only.
+    #[serde(skip_serializing_if = "is_false")]
+    pub deferred_release: bool,
+    /// With `deferred_release`: trimmed units released per unit the host
+    /// writes (0: only when their LBA is written again).
+    #[serde(skip_serializing_if = "is_zero_f64")]
+    pub release_per_unit_written: f64,
+}
+
+fn is_false(v: &bool) -> bool {
+    !*v
+}
+
+fn is_zero_f64(v: &f64) -> bool {
+    *v == 0.0
 }
 
 /// `[reduction]`: SandForce-style data reduction.
@@ -201,6 +221,29 @@ pub(super) fn validate(p: &Profile, origin: &str) -> Result<(), ProfileError> {
     range_u(origin, "trim.command_ns", t.command_ns, 0, 100_000_000)?;
     range_u(origin, "trim.range_ns", t.range_ns, 0, 10_000_000)?;
     range_u(origin, "trim.freed_unit_ns", t.freed_unit_ns, 0, 100_000)?;
+    range_f(
+        origin,
+        "trim.release_per_unit_written",
+        t.release_per_unit_written,
+        0.0,
+        1e6,
+    )?;
+    if !t.deferred_release && t.release_per_unit_written != 0.0 {
+        return Err(invalid(
+            origin,
+            "trim.release_per_unit_written",
+            t.release_per_unit_written,
+            "only with trim.deferred_release = true",
+        ));
+    }
+    if t.deferred_release && m.policy == MappingPolicy::Hybrid {
+        return Err(invalid(
+            origin,
+            "trim.deferred_release",
+            true,
+            "only with page mapping",
+        ));
+    }
     let r = &p.reduction;
     if r.enabled {
         range_u(origin, "reduction.max_ratio", r.max_ratio as u64, 1, 8)?;

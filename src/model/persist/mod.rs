@@ -180,6 +180,7 @@ fn needs_v3(p: &Profile) -> bool {
     p.mapping != Default::default()
         || p.reduction != Default::default()
         || p.slc_cache != Default::default()
+        || p.trim.deferred_release
 }
 
 impl Ssd {
@@ -280,6 +281,17 @@ impl Ssd {
                 f.u32(c)?;
             }
             f.put(&self.csize)?;
+        }
+        if self.geo.deferred_release {
+            for &w in &self.pending {
+                f.u64(w)?;
+            }
+            f.u32(self.release_q.len() as u32)?;
+            for &(lo, hi) in &self.release_q {
+                f.u64(lo)?;
+                f.u64(hi)?;
+            }
+            f.u64(self.release_credit.to_bits())?;
         }
         if let Some(h) = self.hy.as_deref() {
             for &d in &h.data {
@@ -506,6 +518,22 @@ impl Ssd {
                 }
             }
             f.take(&mut self.csize)?;
+        }
+        if self.geo.deferred_release {
+            for w in &mut self.pending {
+                *w = f.u64()?;
+            }
+            self.pending_units = self.pending.iter().map(|w| w.count_ones() as u64).sum();
+            let n = f.u32()? as u64;
+            if n > self.geo.logical_units {
+                return Err(corrupt("more release ranges than units"));
+            }
+            for _ in 0..n {
+                let lo = f.u64()?;
+                let hi = f.u64()?;
+                self.release_q.push_back((lo, hi));
+            }
+            self.release_credit = f64::from_bits(f.u64()?);
         }
         if self.hy.is_some() {
             let bpd = self.geo.blocks_per_die;
