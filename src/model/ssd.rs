@@ -307,6 +307,8 @@ impl Ssd {
             + self.chan.iter().map(|c| c.len() * 16).sum::<usize>()
             + self.link.len() * 16
             + (self.die_pe_busy.len() + self.plane_busy.len()) * 8
+            + self.pending.capacity() * 8
+            + self.release_q.capacity() * 16
     }
 
     /// Counters, with derived figures (write amplification, wear) computed now.
