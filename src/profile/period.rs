@@ -64,20 +64,12 @@ pub struct Trim {
     /// for GC, which keeps copying it, until the controller releases it:
     /// when the LBA is written again, or in TRIM order at
     /// `release_per_unit_written`. Page mapping only.
-    #[serde(skip_serializing_if = "is_false")]
+    #[serde(skip_serializing_if = "is_default")]
     pub deferred_release: bool,
     /// With `deferred_release`: trimmed units released per unit the host
     /// writes (0: only when their LBA is written again).
-    #[serde(skip_serializing_if = "is_zero_f64")]
+    #[serde(skip_serializing_if = "is_default")]
     pub release_per_unit_written: f64,
-}
-
-fn is_false(v: &bool) -> bool {
-    !*v
-}
-
-fn is_zero_f64(v: &f64) -> bool {
-    *v == 0.0
 }
 
 /// `[reduction]`: SandForce-style data reduction.

@@ -239,7 +239,7 @@ impl Profile {
             format_size(exp),
             "at most 2^32 - 2 mapping units",
         )?;
-        let block_bytes = g.planes_per_die as u64 * g.pages_per_block as u64 * ps;
+        let block_bytes = self.block_bytes();
         let dies = self.dies() as u64;
         // Retired blocks are spread over the dies; the die that lost the
         // most sets the room every die has (data is striped over all).
@@ -315,7 +315,7 @@ impl Profile {
                 Err(invalid(origin, field, value, allowed))
             }
         };
-        let block_bytes = g.planes_per_die as u64 * g.pages_per_block as u64 * g.page_size.0;
+        let block_bytes = self.block_bytes();
         if self.mapping.policy == MappingPolicy::Hybrid {
             // A logical block is one block on every die (a superblock); the
             // pool needs the data blocks, one log block and one spare for merges.
