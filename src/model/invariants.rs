@@ -300,18 +300,13 @@ impl Ssd {
         if let Some(b) =
             (0..nblocks).find(|&b| (self.state[b] == retired) != g.is_retired(b as u32))
         {
+            let (now, want) = if g.is_retired(b as u32) {
+                ("in service", "retired")
+            } else {
+                ("retired", "in service")
+            };
             return Err(format!(
-                "block {b} is {} but the geometry says it is {}",
-                if self.state[b] == retired {
-                    "retired"
-                } else {
-                    "in service"
-                },
-                if g.is_retired(b as u32) {
-                    "retired"
-                } else {
-                    "in service"
-                },
+                "block {b} is {now} but the geometry says it is {want}"
             ));
         }
         if let Some(b) = (0..nblocks).find(|&b| self.state[b] == retired && self.valid[b] != 0) {

@@ -237,6 +237,7 @@ mod precondition;
 mod query;
 mod read;
 mod timeline;
+mod trim;
 mod write_point;
 
 #[cfg(test)]

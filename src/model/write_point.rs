@@ -149,8 +149,7 @@ impl Ssd {
         self.valid[wp.block as usize] += 1;
         self.mapped_units += 1;
         if still_pending {
-            self.pending[(lpn >> 6) as usize] |= 1u64 << (lpn & 63);
-            self.pending_units += 1;
+            self.set_pending(lpn);
         }
         if stream == Stream::Host && !self.slc_mode.is_empty() && self.slc_mode[wp.block as usize] {
             self.raw.slc_units_written += 1;
