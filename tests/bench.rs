@@ -136,6 +136,13 @@ fn a_failing_expectation_fails_the_command_with_its_numbers() {
 
 /// Protocol P2, scaled down, in a real guest (virtio here: TCG's SATA
 /// emulation costs about 1 ms per request, which would hide the drive).
+///
+/// A guest run whose `expect` failed while the bench flagged a phase
+/// guest-bound (the guest reached the drive at under half the simulator's
+/// queue depth: the emulated host, starved by other work on a shared
+/// machine, set the figure, not the drive) is measured once more; a
+/// failure the bench does not explain that way fails at once, and so does
+/// a second failed attempt, whatever it is.
 #[test]
 fn trim_recovery_in_a_guest_beside_the_simulator() {
     init_logging();
@@ -143,21 +150,39 @@ fn trim_recovery_in_a_guest_beside_the_simulator() {
     require_program("fio");
     let _g = guest_lock();
     let dir = scratch_dir();
-    let junit = dir.path().join("junit.xml");
-    let o = bench(&[
-        "run",
-        "trim-recovery",
-        "--capacity",
-        "256M",
-        "--bus",
-        "virtio",
-        "--out",
-        dir.path().to_str().unwrap(),
-        "--junit",
-        junit.to_str().unwrap(),
-    ]);
-    let r = results(dir.path());
-    eprintln!("{}", String::from_utf8_lossy(&o.stdout));
+    let mut attempt = 0;
+    let (o, r, out, junit) = loop {
+        attempt += 1;
+        let out = dir.path().join(format!("attempt{attempt}"));
+        let junit = out.join("junit.xml");
+        std::fs::create_dir_all(&out).unwrap();
+        let o = bench(&[
+            "run",
+            "trim-recovery",
+            "--capacity",
+            "256M",
+            "--bus",
+            "virtio",
+            "--out",
+            out.to_str().unwrap(),
+            "--junit",
+            junit.to_str().unwrap(),
+        ]);
+        eprintln!("{}", String::from_utf8_lossy(&o.stdout));
+        let r = results(&out);
+        let guest_bound: Vec<&str> = r
+            .comparison
+            .iter()
+            .filter(|c| c.guest_bound)
+            .map(|c| c.phase.as_str())
+            .collect();
+        if o.status.success() || attempt == 2 || guest_bound.is_empty() {
+            break (o, r, out, junit);
+        }
+        eprintln!(
+            "attempt {attempt} failed with phases {guest_bound:?} guest-bound: measuring again"
+        );
+    };
     assert!(
         o.status.success(),
         "{}{}",
@@ -193,7 +218,7 @@ fn trim_recovery_in_a_guest_beside_the_simulator() {
         "sim-vs-guest-surface.svg",
         "drive-samples.csv",
     ] {
-        assert!(dir.path().join(f).exists(), "{f}");
+        assert!(out.join(f).exists(), "{f}");
     }
     assert!(
         std::fs::read_to_string(&junit)

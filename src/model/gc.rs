@@ -304,9 +304,8 @@ impl Ssd {
             let mut slots = 0u64;
             let before = lpns.len();
             for slot in 0..upd {
-                let e = self.p2l.get(self.geo.ppn(victim, page, slot) as usize);
-                if e != 0 {
-                    lpns.push(e - 1);
+                if let Some(lpn) = self.lpn_at(self.geo.ppn(victim, page, slot)) {
+                    lpns.push(lpn);
                     slots |= 1u64 << (slot / self.geo.units_per_page).min(63);
                 }
             }

@@ -321,9 +321,8 @@ impl Ssd {
         let mut lsbs = std::mem::take(&mut self.hy_mut().scratch);
         lsbs.clear();
         for pos in 0..log.next {
-            let e = self.p2l.get(self.hy_ppn(log.psb, pos) as usize);
-            if e != 0 {
-                lsbs.push(((e - 1) / s as u64) as u32);
+            if let Some(lpn) = self.lpn_at(self.hy_ppn(log.psb, pos)) {
+                lsbs.push((lpn / s as u64) as u32);
             }
         }
         lsbs.sort_unstable();
@@ -456,7 +455,7 @@ impl Ssd {
         let ppn = self.hy_ppn(psb, pos);
         self.unmap(lpn);
         self.l2p.set(lpn as usize, ppn + 1);
-        self.p2l.set(ppn as usize, lpn + 1);
+        self.set_live(ppn, lpn);
         self.valid[self.geo.block_of_ppn(ppn) as usize] += 1;
         self.mapped_units += 1;
         let upd = self.geo.units_per_dpage;
@@ -585,9 +584,7 @@ impl Ssd {
             if l.next > h.sb_units {
                 return Err(format!("log {li} written past its end"));
             }
-            if let Some(p) =
-                (l.next..h.sb_units).find(|&p| self.p2l.get(self.hy_ppn(l.psb, p) as usize) != 0)
-            {
+            if let Some(p) = (l.next..h.sb_units).find(|&p| self.is_live(self.hy_ppn(l.psb, p))) {
                 return Err(format!("log {li}: data after its write position at {p}"));
             }
         }

@@ -109,10 +109,11 @@ impl Ssd {
         Ok(())
     }
 
-    /// The mapping table and the reverse map are exact inverses, and the
-    /// per-block valid counts and the mapped-unit count match them. (A load
-    /// rebuilds the reverse map and the counts from the mapping table, so
-    /// this holds by construction there.)
+    /// The mapping table and the reverse map are exact inverses (on the
+    /// live units: an entry of a unit not live is stale and ignored), and
+    /// the per-block valid counts and the mapped-unit count match them. (A
+    /// load rebuilds the reverse map and the counts from the mapping table,
+    /// so this holds by construction there.)
     fn check_mapping(&self) -> Result<(), String> {
         let g = &self.geo;
         let nblocks = self.valid.len();
@@ -124,6 +125,9 @@ impl Ssd {
             if ppn >= g.physical_units {
                 return Err(format!("lpn {lpn} maps outside NAND: {ppn}"));
             }
+            if !self.is_live(ppn) {
+                return Err(format!("lpn {lpn} -> ppn {ppn}, which is not live"));
+            }
             if self.p2l.get(ppn as usize) != lpn as u64 + 1 {
                 return Err(format!(
                     "lpn {lpn} -> ppn {ppn}, but ppn {ppn} -> {}",
@@ -133,20 +137,10 @@ impl Ssd {
             valid[g.block_of_ppn(ppn) as usize] += 1;
             Ok(())
         })?;
-        let mut reverse = 0u64;
-        self.p2l.try_for_each_nonzero(|ppn, e| {
-            reverse += 1;
-            if e > g.logical_units {
-                return Err(format!("ppn {ppn} claims lpn {} beyond the drive", e - 1));
-            }
-            if self.l2p.get((e - 1) as usize) != ppn as u64 + 1 {
-                return Err(format!(
-                    "ppn {ppn} claims lpn {}, which maps elsewhere",
-                    e - 1
-                ));
-            }
-            Ok(())
-        })?;
+        // Every mapped lpn's unit is live and names it back, so distinct
+        // lpns hold distinct units: no more live units than that means the
+        // live set is exactly their image.
+        let reverse: u64 = self.live.iter().map(|w| w.count_ones() as u64).sum();
         if mapped != reverse || mapped != self.mapped_units {
             return Err(format!(
                 "mapped {mapped}, reverse {reverse}, counter {}",
@@ -225,7 +219,7 @@ impl Ssd {
                 // would otherwise overwrite live mapping entries.
                 let next = g.ppn(wp.block, wp.page, wp.slot);
                 let end = g.ppn(wp.block + 1, 0, 0);
-                if let Some(ppn) = (next..end).find(|&p| self.p2l.get(p as usize) != 0) {
+                if let Some(ppn) = (next..end).find(|&p| self.is_live(p)) {
                     return Err(format!(
                         "die {d}: unit {ppn} after the write point holds data"
                     ));

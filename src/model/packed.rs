@@ -155,10 +155,10 @@ impl PackedVec {
         (n * self.width as usize).is_multiple_of(64)
     }
 
-    /// Move entries `src..src + n` to `dst..dst + n` (which must not
-    /// overlap them) and zero them, a word at a time. Both ranges must
-    /// start and end on word boundaries (see [`PackedVec::word_aligned`]).
-    pub fn move_aligned(&mut self, src: usize, dst: usize, n: usize) {
+    /// Copy entries `src..src + n` to `dst..dst + n` (which must not
+    /// overlap them), a word at a time. Both ranges must start and end on
+    /// word boundaries (see [`PackedVec::word_aligned`]).
+    pub fn copy_aligned(&mut self, src: usize, dst: usize, n: usize) {
         let w = self.width as usize;
         assert!((src * w).is_multiple_of(64) && (dst * w).is_multiple_of(64));
         assert!((n * w).is_multiple_of(64));
@@ -166,7 +166,6 @@ impl PackedVec {
         debug_assert!(src + n <= dst || dst + n <= src);
         let (s, d, k) = (src * w / 64, dst * w / 64, n * w / 64);
         self.words.copy_within(s..s + k, d);
-        self.words[s..s + k].fill(0);
     }
 
     /// Set entry `i` to `v` (which must fit in the width).

@@ -113,8 +113,7 @@ impl Ssd {
         if wp.block == NONE || wp.slot == 0 {
             return;
         }
-        let live =
-            (0..wp.slot).any(|k| self.p2l.get(self.geo.ppn(wp.block, wp.page, k) as usize) != 0);
+        let live = (0..wp.slot).any(|k| self.is_live(self.geo.ppn(wp.block, wp.page, k)));
         if !live {
             self.raw.trim_dropped_units += wp.slot as u64;
             let w = self.wp_mut(Stream::Host, die);

@@ -145,7 +145,7 @@ impl Ssd {
         let still_pending = stream == Stream::Gc && self.is_pending(lpn);
         self.unmap(lpn);
         self.l2p.set(lpn as usize, ppn + 1);
-        self.p2l.set(ppn as usize, lpn + 1);
+        self.set_live(ppn, lpn);
         self.valid[wp.block as usize] += 1;
         self.mapped_units += 1;
         if still_pending {

@@ -64,11 +64,11 @@ impl Ssd {
         let logical = self.geo.logical_units;
         let base = lsb as u64 * s as u64;
         self.hy_warm(lsb, dst, from);
-        // A full merge moves the reverse map of the data block, where each
+        // A full merge copies the reverse map of the data block, where each
         // unit sits at its offset as it will in `dst`, to `dst` wholesale
-        // (stale positions hold 0 in both): the copy loop then only
-        // repoints the units' forward entries. `moved` is the data block
-        // when it did.
+        // (entries of positions not live are stale in both, and ignored):
+        // the copy loop then only repoints the units' forward entries and
+        // live bits. `moved` is the data block when it did.
         let mut moved = NONE;
         let old = self.hy().data[lsb as usize];
         if from == 0 && old != NONE && old != dst && self.p2l.word_aligned(upb as usize) {
@@ -77,7 +77,7 @@ impl Ssd {
                 let (bs, bd) = (d * bpd + old, d * bpd + dst);
                 debug_assert_eq!(self.valid[bd as usize], 0);
                 self.p2l
-                    .move_aligned(bs as usize * upb, bd as usize * upb, upb);
+                    .copy_aligned(bs as usize * upb, bd as usize * upb, upb);
             }
             moved = old;
         }
@@ -125,9 +125,11 @@ impl Ssd {
                 src_units += 1;
                 let dst_ppn = dst_dpage + (o - dstart) as u64;
                 if moved != NONE && src_block - src_die as u32 * bpd == moved {
-                    // Its reverse entry already moved with the block's.
+                    // Its reverse entry was copied with the block's.
                     self.valid[src_block as usize] -= 1;
+                    self.clear_live(src);
                     self.l2p.set(lpn as usize, dst_ppn + 1);
+                    self.live[(dst_ppn >> 6) as usize] |= 1 << (dst_ppn & 63);
                     self.valid[dst_block as usize] += 1;
                 } else {
                     self.hy_move(lpn, src, src_block, dst_ppn, dst_block);
@@ -203,10 +205,10 @@ impl Ssd {
     /// (in block `dst_block`): a merge copy.
     #[inline]
     pub(super) fn hy_move(&mut self, lpn: u64, src: u64, src_block: u32, dst: u64, dst_block: u32) {
-        self.p2l.set(src as usize, 0);
+        self.clear_live(src);
         self.valid[src_block as usize] -= 1;
         self.l2p.set(lpn as usize, dst + 1);
-        self.p2l.set(dst as usize, lpn + 1);
+        self.set_live(dst, lpn);
         self.valid[dst_block as usize] += 1;
     }
 

@@ -460,12 +460,11 @@ impl Ssd {
         // mapping table (only chunks with mapped units need a look); two
         // units at one physical place is damage. This makes the mapping
         // consistent by construction: what is left to check is the rest.
-        let (l2p, p2l, valid) = (&ssd.l2p, &mut ssd.p2l, &mut ssd.valid);
         let mut mapped = 0u64;
         for c in chunks {
             let lo = c * CHUNK;
-            for lpn in lo..(lo + CHUNK).min(l2p.len()) {
-                let e = l2p.get(lpn);
+            for lpn in lo..(lo + CHUNK).min(ssd.l2p.len()) {
+                let e = ssd.l2p.get(lpn);
                 if e == 0 {
                     continue;
                 }
@@ -473,11 +472,11 @@ impl Ssd {
                 if ppn >= g.physical_units {
                     return Err(corrupt(format!("unit {lpn} maps outside the NAND")));
                 }
-                if p2l.get(ppn as usize) != 0 {
+                if ssd.is_live(ppn) {
                     return Err(corrupt(format!("two units map to physical unit {ppn}")));
                 }
-                p2l.set(ppn as usize, lpn as u64 + 1);
-                valid[g.block_of_ppn(ppn) as usize] += 1;
+                ssd.set_live(ppn, lpn as u64);
+                ssd.valid[g.block_of_ppn(ppn) as usize] += 1;
                 mapped += 1;
             }
         }
