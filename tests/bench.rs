@@ -169,6 +169,11 @@ fn trim_recovery_in_a_guest_beside_the_simulator() {
             junit.to_str().unwrap(),
         ]);
         eprintln!("{}", String::from_utf8_lossy(&o.stdout));
+        assert!(
+            out.join("results.json").exists(),
+            "no results.json: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         let r = results(&out);
         let guest_bound: Vec<&str> = r
             .comparison
