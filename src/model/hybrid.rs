@@ -584,7 +584,7 @@ impl Ssd {
             if l.next > h.sb_units {
                 return Err(format!("log {li} written past its end"));
             }
-            if let Some(p) = (l.next..h.sb_units).find(|&p| self.is_live(self.hy_ppn(l.psb, p))) {
+            if let Some(p) = (l.next..h.sb_units).find(|&p| self.live.get(self.hy_ppn(l.psb, p))) {
                 return Err(format!("log {li}: data after its write position at {p}"));
             }
         }

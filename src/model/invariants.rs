@@ -54,23 +54,18 @@ impl Ssd {
         } else {
             0
         };
-        if self.pending.len() != want {
+        if self.pending.words().len() != want {
             return Err(format!(
                 "{} words of pending-release bits, {want} expected",
-                self.pending.len()
+                self.pending.words().len()
             ));
         }
         let mut n = 0u64;
-        for (w, &bits) in self.pending.iter().enumerate() {
-            let mut b = bits;
-            while b != 0 {
-                let lpn = (w as u64) * 64 + b.trailing_zeros() as u64;
-                b &= b - 1;
-                if lpn >= g.logical_units || self.l2p.get(lpn as usize) == 0 {
-                    return Err(format!("unit {lpn} pending release but not mapped"));
-                }
-                n += 1;
+        for lpn in self.pending.iter_ones() {
+            if lpn >= g.logical_units || self.l2p.get(lpn as usize) == 0 {
+                return Err(format!("unit {lpn} pending release but not mapped"));
             }
+            n += 1;
         }
         if n != self.pending_units {
             return Err(format!(
@@ -125,7 +120,7 @@ impl Ssd {
             if ppn >= g.physical_units {
                 return Err(format!("lpn {lpn} maps outside NAND: {ppn}"));
             }
-            if !self.is_live(ppn) {
+            if !self.live.get(ppn) {
                 return Err(format!("lpn {lpn} -> ppn {ppn}, which is not live"));
             }
             if self.p2l.get(ppn as usize) != lpn as u64 + 1 {
@@ -140,7 +135,7 @@ impl Ssd {
         // Every mapped lpn's unit is live and names it back, so distinct
         // lpns hold distinct units: no more live units than that means the
         // live set is exactly their image.
-        let reverse: u64 = self.live.iter().map(|w| w.count_ones() as u64).sum();
+        let reverse = self.live.count_ones();
         if mapped != reverse || mapped != self.mapped_units {
             return Err(format!(
                 "mapped {mapped}, reverse {reverse}, counter {}",
@@ -219,7 +214,7 @@ impl Ssd {
                 // would otherwise overwrite live mapping entries.
                 let next = g.ppn(wp.block, wp.page, wp.slot);
                 let end = g.ppn(wp.block + 1, 0, 0);
-                if let Some(ppn) = (next..end).find(|&p| self.is_live(p)) {
+                if let Some(ppn) = (next..end).find(|&p| self.live.get(p)) {
                     return Err(format!(
                         "die {d}: unit {ppn} after the write point holds data"
                     ));

@@ -1,10 +1,85 @@
-//! A fixed-width bit-packed array of unsigned integers.
+//! A fixed-width bit-packed array of unsigned integers, and a bitmap.
 //!
 //! The mapping tables hold one entry per mapping unit; packing each entry in
 //! exactly as many bits as the largest value needs keeps the whole model under
 //! 8 bytes per mapping unit (a 128 GiB drive with 4 KiB units needs 26-bit
 //! entries both ways). Zero-initialised storage comes from the allocator's
 //! zeroed pages, so creating a large table is lazy and fast.
+
+/// A fixed number of bits, 64 to a word, all clear at creation (the live
+/// units of the NAND; the units trimmed but not released). Indexing past
+/// the end panics: an internal invariant, never host input.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Bitmap {
+    words: Vec<u64>,
+}
+
+impl Bitmap {
+    /// `len` clear bits.
+    pub fn new(len: u64) -> Bitmap {
+        Bitmap {
+            words: vec![0; len.div_ceil(64) as usize],
+        }
+    }
+
+    /// Whether it has no storage (a bitmap of no bits: the feature is off).
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.words.is_empty()
+    }
+
+    /// Bit `i`.
+    #[inline]
+    pub fn get(&self, i: u64) -> bool {
+        (self.words[(i >> 6) as usize] >> (i & 63)) & 1 != 0
+    }
+
+    /// Set bit `i`.
+    #[inline]
+    pub fn set(&mut self, i: u64) {
+        self.words[(i >> 6) as usize] |= 1u64 << (i & 63);
+    }
+
+    /// Clear bit `i`.
+    #[inline]
+    pub fn clear(&mut self, i: u64) {
+        self.words[(i >> 6) as usize] &= !(1u64 << (i & 63));
+    }
+
+    /// Bits set.
+    pub fn count_ones(&self) -> u64 {
+        self.words.iter().map(|w| w.count_ones() as u64).sum()
+    }
+
+    /// The set bits, in order.
+    pub fn iter_ones(&self) -> impl Iterator<Item = u64> + '_ {
+        self.words.iter().enumerate().flat_map(|(w, &bits)| {
+            let mut b = bits;
+            std::iter::from_fn(move || {
+                (b != 0).then(|| {
+                    let i = w as u64 * 64 + b.trailing_zeros() as u64;
+                    b &= b - 1;
+                    i
+                })
+            })
+        })
+    }
+
+    /// The storage words (bit `i` is bit `i % 64` of word `i / 64`).
+    pub fn words(&self) -> &[u64] {
+        &self.words
+    }
+
+    /// The storage words, to fill from a saved state.
+    pub fn words_mut(&mut self) -> &mut [u64] {
+        &mut self.words
+    }
+
+    /// Heap bytes used.
+    pub fn heap_bytes(&self) -> usize {
+        self.words.capacity() * 8
+    }
+}
 
 /// `len` entries of `width` bits each, all zero at creation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -189,6 +264,21 @@ impl PackedVec {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn bitmap_sets_clears_counts_and_walks_its_bits() {
+        let mut b = Bitmap::new(130);
+        assert_eq!(b.words().len(), 3);
+        for i in [0, 63, 64, 129] {
+            b.set(i);
+        }
+        b.set(5);
+        b.clear(5);
+        assert!(b.get(63) && b.get(64) && !b.get(5) && !b.get(1));
+        assert_eq!(b.count_ones(), 4);
+        assert_eq!(b.iter_ones().collect::<Vec<_>>(), [0, 63, 64, 129]);
+        assert!(Bitmap::default().is_empty() && !b.is_empty());
+    }
 
     #[test]
     fn nonzero_walk_and_tail() {

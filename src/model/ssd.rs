@@ -13,7 +13,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
 use super::geo::Geo;
-use super::packed::PackedVec;
+use super::packed::{Bitmap, PackedVec};
 use super::timeline::Channel;
 use super::write_point::{Stream, WritePoint};
 use super::*;
@@ -99,7 +99,7 @@ pub struct Ssd {
     /// A host overwrite invalidates a unit at a random place on the NAND;
     /// clearing its bit here (1/26 of the reverse map's size, mostly in
     /// cache) instead of its reverse entry saves a cache miss per write.
-    pub(super) live: Vec<u64>,
+    pub(super) live: Bitmap,
     /// Per block: valid units.
     pub(super) valid: Vec<u32>,
     /// Per block: erase count.
@@ -183,7 +183,7 @@ pub struct Ssd {
     /// released (it stays mapped in `l2p`, so GC copies it, but reads as
     /// unmapped); how many; the TRIM ranges to release, oldest first; and
     /// the release credit host writes have earned.
-    pub(super) pending: Vec<u64>,
+    pub(super) pending: Bitmap,
     pub(super) pending_units: u64,
     pub(super) release_q: VecDeque<(u64, u64)>,
     pub(super) release_credit: f64,
@@ -199,7 +199,7 @@ impl Ssd {
             profile: profile.clone(),
             l2p: PackedVec::new(geo.logical_units as usize, geo.physical_units),
             p2l: PackedVec::new(geo.physical_units as usize, geo.logical_units),
-            live: vec![0; geo.physical_units.div_ceil(64) as usize],
+            live: Bitmap::new(geo.physical_units),
             valid: vec![0; nblocks],
             erase_count: vec![0; nblocks],
             state: vec![BlockState::Free as u8; nblocks],
@@ -260,9 +260,9 @@ impl Ssd {
             slc_blocks: 0,
             hy: None,
             pending: if geo.deferred_release {
-                vec![0; geo.logical_units.div_ceil(64) as usize]
+                Bitmap::new(geo.logical_units)
             } else {
-                Vec::new()
+                Bitmap::default()
             },
             pending_units: 0,
             release_q: VecDeque::new(),
@@ -307,7 +307,7 @@ impl Ssd {
         let nblocks = self.valid.len();
         self.l2p.heap_bytes()
             + self.p2l.heap_bytes()
-            + self.live.len() * 8
+            + self.live.heap_bytes()
             + nblocks * (4 + 4 + 1 + 8 + 4 + 4 + 4)
             + self.heads.iter().map(|h| h.len() * 4).sum::<usize>()
             + self.outstanding.capacity() * 8
@@ -315,7 +315,7 @@ impl Ssd {
             + self.chan.iter().map(|c| c.len() * 16).sum::<usize>()
             + self.link.len() * 16
             + (self.die_pe_busy.len() + self.plane_busy.len()) * 8
-            + self.pending.capacity() * 8
+            + self.pending.heap_bytes()
             + self.release_q.capacity() * 16
     }
 
@@ -655,30 +655,17 @@ impl Ssd {
         Err(Broken("no free block on any die for host data"))
     }
 
-    /// Whether physical unit `ppn` holds an lpn's current data (its
-    /// reverse-map entry is then that lpn).
-    #[inline]
-    pub(super) fn is_live(&self, ppn: u64) -> bool {
-        (self.live[(ppn >> 6) as usize] >> (ppn & 63)) & 1 != 0
-    }
-
-    /// Map physical unit `ppn` to `lpn` in the reverse map.
+    /// Map physical unit `ppn` to `lpn` in the reverse map (and mark it live).
     #[inline]
     pub(super) fn set_live(&mut self, ppn: u64, lpn: u64) {
-        self.live[(ppn >> 6) as usize] |= 1u64 << (ppn & 63);
+        self.live.set(ppn);
         self.p2l.set(ppn as usize, lpn + 1);
-    }
-
-    /// Physical unit `ppn` no longer holds current data.
-    #[inline]
-    pub(super) fn clear_live(&mut self, ppn: u64) {
-        self.live[(ppn >> 6) as usize] &= !(1u64 << (ppn & 63));
     }
 
     /// The lpn physical unit `ppn` holds, if it is live.
     #[inline]
     pub(super) fn lpn_at(&self, ppn: u64) -> Option<u64> {
-        self.is_live(ppn).then(|| self.p2l.get(ppn as usize) - 1)
+        self.live.get(ppn).then(|| self.p2l.get(ppn as usize) - 1)
     }
 
     /// Same live units, holding the same lpns (stale entries aside).
@@ -687,7 +674,7 @@ impl Ssd {
         let n = self.geo.physical_units;
         self.live == other.live
             && (0..n)
-                .all(|p| !self.is_live(p) || self.p2l.get(p as usize) == other.p2l.get(p as usize))
+                .all(|p| !self.live.get(p) || self.p2l.get(p as usize) == other.p2l.get(p as usize))
     }
 
     /// Remove the mapping of `lpn`, if any, invalidating its physical unit.
@@ -699,11 +686,11 @@ impl Ssd {
         }
         let ppn = e - 1;
         if self.is_pending(lpn) {
-            self.pending[(lpn >> 6) as usize] &= !(1u64 << (lpn & 63));
+            self.pending.clear(lpn);
             self.pending_units -= 1;
         }
         self.l2p.set(lpn as usize, 0);
-        self.clear_live(ppn);
+        self.live.clear(ppn);
         self.mapped_units -= 1;
         let b = self.geo.block_of_ppn(ppn);
         let full = self.state[b as usize] == BlockState::Full as u8;

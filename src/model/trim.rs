@@ -68,13 +68,13 @@ impl Ssd {
     /// Whether `lpn` is trimmed but its flash not yet released.
     #[inline]
     pub(super) fn is_pending(&self, lpn: u64) -> bool {
-        !self.pending.is_empty() && (self.pending[(lpn >> 6) as usize] >> (lpn & 63)) & 1 != 0
+        !self.pending.is_empty() && self.pending.get(lpn)
     }
 
     /// Mark mapped `lpn`, not pending yet, as trimmed but not released.
     #[inline]
     pub(super) fn set_pending(&mut self, lpn: u64) {
-        self.pending[(lpn >> 6) as usize] |= 1u64 << (lpn & 63);
+        self.pending.set(lpn);
         self.pending_units += 1;
     }
 
@@ -113,7 +113,7 @@ impl Ssd {
         if wp.block == NONE || wp.slot == 0 {
             return;
         }
-        let live = (0..wp.slot).any(|k| self.is_live(self.geo.ppn(wp.block, wp.page, k)));
+        let live = (0..wp.slot).any(|k| self.live.get(self.geo.ppn(wp.block, wp.page, k)));
         if !live {
             self.raw.trim_dropped_units += wp.slot as u64;
             let w = self.wp_mut(Stream::Host, die);

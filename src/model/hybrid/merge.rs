@@ -127,9 +127,9 @@ impl Ssd {
                 if moved != NONE && src_block - src_die as u32 * bpd == moved {
                     // Its reverse entry was copied with the block's.
                     self.valid[src_block as usize] -= 1;
-                    self.clear_live(src);
+                    self.live.clear(src);
                     self.l2p.set(lpn as usize, dst_ppn + 1);
-                    self.live[(dst_ppn >> 6) as usize] |= 1 << (dst_ppn & 63);
+                    self.live.set(dst_ppn);
                     self.valid[dst_block as usize] += 1;
                 } else {
                     self.hy_move(lpn, src, src_block, dst_ppn, dst_block);
@@ -205,7 +205,7 @@ impl Ssd {
     /// (in block `dst_block`): a merge copy.
     #[inline]
     pub(super) fn hy_move(&mut self, lpn: u64, src: u64, src_block: u32, dst: u64, dst_block: u32) {
-        self.clear_live(src);
+        self.live.clear(src);
         self.valid[src_block as usize] -= 1;
         self.l2p.set(lpn as usize, dst + 1);
         self.set_live(dst, lpn);

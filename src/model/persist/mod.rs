@@ -283,7 +283,7 @@ impl Ssd {
             f.put(&self.csize)?;
         }
         if self.geo.deferred_release {
-            for &w in &self.pending {
+            for &w in self.pending.words() {
                 f.u64(w)?;
             }
             f.u32(self.release_q.len() as u32)?;
@@ -472,7 +472,7 @@ impl Ssd {
                 if ppn >= g.physical_units {
                     return Err(corrupt(format!("unit {lpn} maps outside the NAND")));
                 }
-                if ssd.is_live(ppn) {
+                if ssd.live.get(ppn) {
                     return Err(corrupt(format!("two units map to physical unit {ppn}")));
                 }
                 ssd.set_live(ppn, lpn as u64);
@@ -519,10 +519,10 @@ impl Ssd {
             f.take(&mut self.csize)?;
         }
         if self.geo.deferred_release {
-            for w in &mut self.pending {
+            for w in self.pending.words_mut() {
                 *w = f.u64()?;
             }
-            self.pending_units = self.pending.iter().map(|w| w.count_ones() as u64).sum();
+            self.pending_units = self.pending.count_ones();
             let n = f.u32()? as u64;
             if n > self.geo.logical_units {
                 return Err(corrupt("more release ranges than units"));
