@@ -454,10 +454,7 @@ impl Ssd {
         }
         let ppn = self.hy_ppn(psb, pos);
         self.unmap(lpn);
-        self.l2p.set(lpn as usize, ppn + 1);
-        self.set_live(ppn, lpn);
-        self.valid[self.geo.block_of_ppn(ppn) as usize] += 1;
-        self.mapped_units += 1;
+        self.map_unit(lpn, ppn, self.geo.block_of_ppn(ppn));
         let upd = self.geo.units_per_dpage;
         if (pos + 1).is_multiple_of(upd) {
             let ready = self.hy().log(li)?.ready;

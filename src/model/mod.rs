@@ -230,6 +230,7 @@ mod gc;
 mod geo;
 mod hybrid;
 mod invariants;
+mod mapping;
 mod packed;
 pub mod payload;
 mod persist;

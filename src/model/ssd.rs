@@ -7,7 +7,8 @@
 //! - *block*: the same erase block on every plane of one die, the granularity
 //!   of erases and garbage collection; it holds `pages_per_block` dpages;
 //! - *lpn* / *ppn*: logical / physical unit numbers. The tables store `x + 1`
-//!   so that the zero-initialised state means "unmapped" / "invalid".
+//!   so that the zero-initialised forward map means "unmapped"; which
+//!   physical units hold current data is the live bitmap's (`mapping.rs`).
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -653,54 +654,6 @@ impl Ssd {
         // exported data exceeds the NAND, which validation rules out. Report
         // it instead of panicking while other queues share the model.
         Err(Broken("no free block on any die for host data"))
-    }
-
-    /// Map physical unit `ppn` to `lpn` in the reverse map (and mark it live).
-    #[inline]
-    pub(super) fn set_live(&mut self, ppn: u64, lpn: u64) {
-        self.live.set(ppn);
-        self.p2l.set(ppn as usize, lpn + 1);
-    }
-
-    /// The lpn physical unit `ppn` holds, if it is live.
-    #[inline]
-    pub(super) fn lpn_at(&self, ppn: u64) -> Option<u64> {
-        self.live.get(ppn).then(|| self.p2l.get(ppn as usize) - 1)
-    }
-
-    /// Same live units, holding the same lpns (stale entries aside).
-    #[cfg(test)]
-    pub(super) fn same_reverse_map(&self, other: &Ssd) -> bool {
-        let n = self.geo.physical_units;
-        self.live == other.live
-            && (0..n)
-                .all(|p| !self.live.get(p) || self.p2l.get(p as usize) == other.p2l.get(p as usize))
-    }
-
-    /// Remove the mapping of `lpn`, if any, invalidating its physical unit.
-    #[inline]
-    pub(super) fn unmap(&mut self, lpn: u64) {
-        let e = self.l2p.get(lpn as usize);
-        if e == 0 {
-            return;
-        }
-        let ppn = e - 1;
-        if self.is_pending(lpn) {
-            self.pending.clear(lpn);
-            self.pending_units -= 1;
-        }
-        self.l2p.set(lpn as usize, 0);
-        self.live.clear(ppn);
-        self.mapped_units -= 1;
-        let b = self.geo.block_of_ppn(ppn);
-        let full = self.state[b as usize] == BlockState::Full as u8;
-        if full {
-            self.bucket_remove(b);
-        }
-        self.valid[b as usize] -= 1;
-        if full {
-            self.bucket_insert(b);
-        }
     }
 
     // ------------------------------------------------------------ flush

@@ -144,10 +144,7 @@ impl Ssd {
         // write over it releases it (in `unmap`).
         let still_pending = stream == Stream::Gc && self.is_pending(lpn);
         self.unmap(lpn);
-        self.l2p.set(lpn as usize, ppn + 1);
-        self.set_live(ppn, lpn);
-        self.valid[wp.block as usize] += 1;
-        self.mapped_units += 1;
+        self.map_unit(lpn, ppn, wp.block);
         if still_pending {
             self.set_pending(lpn);
         }
