@@ -1,29 +1,37 @@
 //! vssd: an SSD that does not exist.
 //!
-//! Layers, top to bottom (see `docs/` and `../shared/DESIGN.md`):
-//! - [`sim`]: fio job files run against the model in virtual time;
-//! - [`serve`], [`ctl`]: the vhost-user-blk daemon and its control client;
-//! - [`frontend`]: protocols (vhost-user-blk) in front of the [`device`];
-//! - [`loadgen`]: a vhost-user-blk driver of our own, to drive any backend;
-//! - [`device`]: one emulated SSD: model + data store + completion timing;
-//! - [`kit`] (feature `kit`, on by default): the Linux test guest booted in
-//!   QEMU and `vssd demo`; the daemon's core never depends on it;
-//! - [`model`]: the pure, deterministic FTL + timing model;
-//! - [`profile`]: TOML drive profiles and built-in presets;
-//! - [`metrics`]: the drive's statistics for Prometheus (`serve --metrics`);
-//! - [`cli_out`], [`size`]: how commands write to stdout and end; size strings.
+//! The `vssd` package is the command line (`src/main.rs`), the daemon
+//! ([`serve`]) and its Prometheus endpoint ([`metrics`]). Everything else
+//! lives in one crate per layer under `crates/`, re-exported here under the
+//! names the command line, the tests and the benches use. Dependencies run
+//! one way, top to bottom; `docs/architecture.md` has the table of crates
+//! and modules, what each owns, and the request path through each frontend.
+//!
+//! - [`kit`] (`vssd-kit`, feature `kit`, on by default): the Linux test
+//!   guest, `vssd demo`, `vssd bench`; the daemon never depends on it;
+//! - [`loadgen`] (`vssd-loadgen`): a vhost-user-blk driver of our own;
+//! - [`ctl`] (`vssd-ctl`): the control socket's protocol, server and client;
+//! - [`frontend`] (`vssd-frontend`): vhost-user-blk and NBD;
+//! - [`device`] (`vssd-device`): one emulated drive: model, store, timing,
+//!   accounting;
+//! - [`sim`], [`calibrate`] (`vssd-sim`): fio job files in virtual time;
+//! - [`model`] (`vssd-model`): the pure, deterministic FTL and timing model;
+//! - [`profile`], [`size`] (`vssd-profile`): drive profiles and presets;
+//! - [`cli_out`] (`vssd-common`, with the clock, histogram and random
+//!   streams): how commands write to standard output.
 
-pub mod calibrate;
-pub mod cli_out;
-pub mod ctl;
-pub mod device;
-pub mod frontend;
-#[cfg(feature = "kit")]
-pub mod kit;
-pub mod loadgen;
 pub mod metrics;
-pub mod model;
-pub mod profile;
 pub mod serve;
-pub mod sim;
-pub mod size;
+
+pub use vssd_common::cli_out;
+pub use vssd_ctl as ctl;
+pub use vssd_device as device;
+pub use vssd_frontend as frontend;
+#[cfg(feature = "kit")]
+pub use vssd_kit as kit;
+pub use vssd_loadgen as loadgen;
+pub use vssd_model as model;
+pub use vssd_profile as profile;
+pub use vssd_profile::size;
+pub use vssd_sim as sim;
+pub use vssd_sim::calibrate;

@@ -5,9 +5,9 @@ use std::process::ExitCode;
 
 use std::fmt::Write as _;
 
-use vssd::cli_out;
 use vssd::profile::{Profile, presets};
 use vssd::size::{describe_size, format_size, parse_size};
+use vssd_common::cli_out;
 
 #[derive(Parser)]
 #[command(
@@ -24,7 +24,7 @@ struct Cli {
 enum Cmd {
     /// The main job: boot a guest on an emulated SSD and show fresh, used and trimmed speeds.
     #[cfg(feature = "kit")]
-    Demo(vssd::kit::demo::DemoArgs),
+    Demo(vssd_kit::demo::DemoArgs),
     /// Serve an emulated SSD to QEMU: virtio-blk over vhost-user, SATA or NVMe over NBD.
     Serve(vssd::serve::ServeArgs),
     /// Inspect or reset a running `vssd serve` through its control socket.
@@ -36,11 +36,11 @@ enum Cmd {
     },
     /// Benchmark scenarios (the published protocols) in a guest and in the simulator.
     #[cfg(feature = "kit")]
-    Bench(vssd::kit::bench::BenchArgs),
+    Bench(vssd_kit::bench::BenchArgs),
     /// Measure a block device like HD Tune: throughput at positions over it
     /// (run it in a guest; writing destroys data).
     #[cfg(feature = "kit")]
-    Surface(vssd::kit::bench::surface::SurfaceArgs),
+    Surface(vssd_kit::bench::surface::SurfaceArgs),
     /// Run fio job files against the drive model in virtual time.
     Sim(vssd::sim::SimArgs),
     /// Compare a profile's simulated figures with its published spec sheet.
@@ -147,11 +147,11 @@ fn main() -> ExitCode {
         Cmd::Sim(args) => vssd::sim::run(args).map_err(Into::into),
         Cmd::Calibrate(args) => vssd::calibrate::run(args).map_err(Into::into),
         #[cfg(feature = "kit")]
-        Cmd::Bench(a) => vssd::kit::bench::run(a).map_err(Into::into),
+        Cmd::Bench(a) => vssd_kit::bench::run(a).map_err(Into::into),
         #[cfg(feature = "kit")]
-        Cmd::Surface(a) => vssd::kit::bench::surface::run(a).map_err(Into::into),
+        Cmd::Surface(a) => vssd_kit::bench::surface::run(a).map_err(Into::into),
         #[cfg(feature = "kit")]
-        Cmd::Demo(a) => vssd::kit::demo::run(a).map_err(Into::into),
+        Cmd::Demo(a) => vssd_kit::demo::run(a).map_err(Into::into),
         Cmd::Serve(a) => vssd::serve::run(a).map_err(Into::into),
         Cmd::Ctl(a) => vssd::ctl::run(a).map_err(Into::into),
         Cmd::Loadgen(a) => vssd::loadgen::run(a).map_err(Into::into),

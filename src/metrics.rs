@@ -20,8 +20,8 @@ use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
-use crate::device::hist::{Histogram, Summary};
-use crate::device::{Device, OpKind, StatsReport};
+use vssd_device::hist::{Histogram, Summary};
+use vssd_device::{Device, OpKind, StatsReport};
 
 /// Histogram buckets: 2^10 ns (~1 µs) .. 2^34 ns (~17 s).
 const LO_BITS: u32 = 10;
@@ -338,7 +338,7 @@ fn encode_report(dev: &Device, r: &StatsReport, e: &mut Enc<'_, '_>) -> std::fmt
     }
 
     let ops: Vec<(&String, _)> = r.ops.iter().collect();
-    let op_rows = |f: &dyn Fn(&crate::device::stats::OpReport) -> u64| -> Vec<(Labels, u64)> {
+    let op_rows = |f: &dyn Fn(&vssd_device::stats::OpReport) -> u64| -> Vec<(Labels, u64)> {
         ops.iter()
             .map(|(n, o)| (vec![("op", (*n).clone())], f(o)))
             .collect()
@@ -548,9 +548,9 @@ fn answer(mut s: TcpStream, dev: &Arc<Device>) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::{DataLocation, DeviceOptions};
-    use crate::profile::Profile;
     use vm_memory::VolatileSlice;
+    use vssd_device::{DataLocation, DeviceOptions};
+    use vssd_profile::Profile;
 
     #[test]
     fn metrics_carry_the_same_numbers_as_the_report() {

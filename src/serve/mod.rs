@@ -32,13 +32,13 @@ use vmm_sys_util::eventfd::{EFD_NONBLOCK, EventFd};
 use self::signals::{block_signals, wait_signal};
 use self::sockets::{bind_private, claim_socket_path, group_id, parse_mode, set_socket_access};
 use self::vhost::{Conn, stop_connection};
-use crate::ctl::server;
-use crate::device::files::{self, DirLock, FileError};
-use crate::device::scheduler::{SchedPolicy, Timing};
-use crate::device::{DataLocation, Device, DeviceError, DeviceOptions};
-use crate::frontend::nbd::{NbdAddr, NbdListener, NbdServer};
-use crate::profile::{Profile, ProfileError};
-use crate::size::{format_size, parse_size};
+use vssd_ctl::server;
+use vssd_device::files::{self, DirLock, FileError};
+use vssd_device::scheduler::{SchedPolicy, Timing};
+use vssd_device::{DataLocation, Device, DeviceError, DeviceOptions};
+use vssd_frontend::nbd::{NbdAddr, NbdListener, NbdServer};
+use vssd_profile::size::{format_size, parse_size};
+use vssd_profile::{Profile, ProfileError};
 
 /// `vssd serve` arguments.
 #[derive(Debug, Clone, Args)]
@@ -106,7 +106,7 @@ pub struct ServeArgs {
     /// instead of sleeping on its timer, which it arms that much early:
     /// wake-up latency no longer adds to completion times, for up to this
     /// much CPU time per wake-up. 0 always sleeps.
-    #[arg(long, value_name = "US", default_value_t = crate::device::scheduler::DEFAULT_SPIN_NS / 1000)]
+    #[arg(long, value_name = "US", default_value_t = vssd_device::scheduler::DEFAULT_SPIN_NS / 1000)]
     pub spin_us: u64,
     /// Seed of the model's random choices.
     #[arg(long, default_value_t = 1)]

@@ -17,8 +17,8 @@ use vmm_sys_util::epoll::EventSet;
 use vmm_sys_util::eventfd::EventFd;
 
 use super::{ServeArgs, ServeError};
-use crate::device::{Device, Frontend};
-use crate::frontend::vhost_user_blk::BlkBackend;
+use vssd_device::{Device, Frontend};
+use vssd_frontend::vhost_user_blk::BlkBackend;
 
 pub struct Conn {
     backend: BlkBackend,

@@ -1,0 +1,424 @@
+//! Human-readable output of `vssd ctl`: counters grouped and labelled with
+//! their units, tables aligned under their headers.
+
+use std::fmt::Write as _;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::protocol::{PreconditionResult, Progress, StatsReport, Step, TrimRecord};
+use vssd_device::OpKind;
+use vssd_device::hist::Summary;
+use vssd_device::stats::{IoReport, TrimReport};
+use vssd_profile::size::format_size;
+
+/// A duration in ns, with a unit that keeps 3 significant digits.
+pub fn dur(ns: f64) -> String {
+    if ns >= 1e9 {
+        format!("{:.2} s", ns / 1e9)
+    } else if ns >= 1e6 {
+        format!("{:.2} ms", ns / 1e6)
+    } else if ns >= 1e3 {
+        format!("{:.1} µs", ns / 1e3)
+    } else {
+        format!("{ns:.0} ns")
+    }
+}
+
+fn pct(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        "-".into()
+    } else {
+        format!("{:.1} %", part as f64 * 100.0 / whole as f64)
+    }
+}
+
+fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+fn trim_line(t: &TrimReport) -> String {
+    format!(
+        "{} ({} requested): {} freed, {} already unmapped; {}",
+        plural(t.discard_cmds, "discard", "discards"),
+        format_size(t.requested_bytes),
+        format_size(t.freed_bytes),
+        format_size(t.already_unmapped_bytes),
+        plural(t.write_zeroes_cmds, "write-zeroes", "write-zeroes"),
+    )
+}
+
+fn io_line(io: &IoReport) -> String {
+    let mut parts: Vec<String> = OpKind::ALL
+        .iter()
+        .filter_map(|k| {
+            let c = io.ops.get(k.name())?;
+            let mut s = format!("{} {}", k.name(), c.cmds);
+            if c.bytes > 0 {
+                let _ = write!(s, " ({})", format_size(c.bytes));
+            }
+            if c.errors > 0 {
+                let _ = write!(s, " [{} failed]", c.errors);
+            }
+            Some(s)
+        })
+        .collect();
+    if parts.is_empty() {
+        parts.push("no requests".into());
+    }
+    if io.rejected > 0 {
+        parts.push(format!("{} rejected", io.rejected));
+    }
+    if io.abandoned > 0 {
+        parts.push(format!("{} abandoned", io.abandoned));
+    }
+    parts.join(", ")
+}
+
+/// The `ctl stats` text.
+pub fn stats(r: &StatsReport) -> String {
+    let mut o = String::new();
+    let d = &r.drive;
+    let c = &r.counters;
+    let _ = writeln!(
+        o,
+        "drive        {}, {} ({} bytes), serial {}",
+        d.profile,
+        format_size(d.capacity),
+        d.capacity,
+        d.serial
+    );
+    let _ = writeln!(
+        o,
+        "data         {}, {} allocated",
+        d.backing.as_deref().unwrap_or("in memory"),
+        format_size(d.allocated_bytes)
+    );
+    if d.model_bytes > 0 || d.rss_bytes > 0 {
+        let _ = writeln!(
+            o,
+            "memory       model {}, daemon resident {}",
+            format_size(d.model_bytes),
+            format_size(d.rss_bytes)
+        );
+    }
+    if let Some(why) = &d.stopped {
+        let _ = writeln!(o, "STOPPED      {why}");
+    }
+    let conn = &r.connection;
+    let _ = writeln!(
+        o,
+        "requests     {} in flight, {} rejected, {} abandoned",
+        conn.in_flight, conn.rejected, conn.abandoned
+    );
+
+    let _ = writeln!(o, "\nfrontends");
+    if r.frontends.is_empty() {
+        let _ = writeln!(o, "  (none)");
+    }
+    for f in &r.frontends {
+        let state = match f.open_connections {
+            0 => "waiting for a client".to_string(),
+            n => format!("{} open", plural(n, "connection", "connections")),
+        };
+        let _ = writeln!(
+            o,
+            "  {} {}{}: {}, {} since start",
+            f.kind,
+            f.name,
+            if f.info.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", f.info)
+            },
+            state,
+            plural(f.connections, "connection", "connections"),
+        );
+        let _ = writeln!(o, "    requests   {}", io_line(&f.io));
+        let _ = writeln!(o, "    TRIM       {}", trim_line(&f.io.trim));
+        for cn in &f.conns {
+            let t = &cn.io.trim;
+            let _ = writeln!(
+                o,
+                "    #{:<3} {} {}: {}{}",
+                cn.id,
+                cn.peer,
+                if cn.open { "(open)" } else { "(closed)" },
+                io_line(&cn.io),
+                if t.discard_cmds + t.write_zeroes_cmds > 0 {
+                    format!("; TRIM {}", trim_line(t))
+                } else {
+                    String::new()
+                }
+            );
+        }
+    }
+
+    let unit = c.total_units.max(1);
+    let unit_bytes = d.capacity / unit;
+    let _ = writeln!(o, "\nflash");
+    let _ = writeln!(
+        o,
+        "  host           read {} in {}, written {} in {}, trimmed {} in {}, {}",
+        format_size(c.host_read_bytes),
+        plural(c.host_read_cmds, "command", "commands"),
+        format_size(c.host_written_bytes),
+        plural(c.host_write_cmds, "command", "commands"),
+        format_size(c.host_trimmed_bytes),
+        plural(c.host_trim_cmds, "command", "commands"),
+        plural(c.host_flush_cmds, "flush", "flushes"),
+    );
+    let _ = writeln!(
+        o,
+        "  NAND           {} programmed ({} pages), {} pages read, {} erased",
+        format_size(c.nand_bytes_programmed),
+        c.nand_pages_programmed,
+        c.nand_pages_read,
+        plural(c.erases, "block", "blocks"),
+    );
+    let recent = match &r.recent {
+        Some(w) if w.host_written_bytes > 0 => format!(
+            ", {:.2} over the last {:.0} s",
+            w.write_amplification, w.seconds
+        ),
+        Some(w) => format!(", no host writes in the last {:.0} s", w.seconds),
+        None => String::new(),
+    };
+    let _ = writeln!(
+        o,
+        "  write ampl.    {:.2} lifetime{}",
+        c.write_amplification, recent
+    );
+    let _ = writeln!(
+        o,
+        "  GC             {} copied ({} units), {} reclaimed ({} foreground, {} background)",
+        format_size(c.gc_copies.saturating_mul(unit_bytes)),
+        c.gc_copies,
+        plural(c.gc_victims, "block", "blocks"),
+        c.fg_gc_victims,
+        c.bg_gc_victims,
+    );
+    let _ = writeln!(
+        o,
+        "  free blocks    {} of {} ({})",
+        c.free_blocks,
+        c.total_blocks,
+        pct(c.free_blocks, c.total_blocks)
+    );
+    let _ = writeln!(
+        o,
+        "  mapped         {} of {} ({})",
+        format_size(c.mapped_units.saturating_mul(unit_bytes)),
+        format_size(c.total_units.saturating_mul(unit_bytes)),
+        pct(c.mapped_units, c.total_units)
+    );
+    let _ = writeln!(
+        o,
+        "  wear           erase count min {}, mean {:.2}, max {}{}",
+        c.erase_count_min,
+        c.erase_count_avg,
+        c.erase_count_max,
+        c.wear_percent_used
+            .map(|w| format!("; percentage used {w:.1} %"))
+            .unwrap_or_default()
+    );
+    if c.host_reduced_bytes > 0 {
+        let _ = writeln!(
+            o,
+            "  reduction      host writes {} after data reduction ({} of what the host wrote)",
+            format_size(c.host_reduced_bytes),
+            pct(c.host_reduced_bytes, c.host_written_bytes)
+        );
+    }
+    if c.merges_switch + c.merges_partial + c.merges_full > 0 {
+        let _ = writeln!(
+            o,
+            "  merges         {} switch, {} partial, {} full; {} copied ({} units)",
+            c.merges_switch,
+            c.merges_partial,
+            c.merges_full,
+            format_size(c.merge_copies.saturating_mul(unit_bytes)),
+            c.merge_copies
+        );
+    }
+    if c.slc_units_written > 0 || c.slc_free_units > 0 {
+        let _ = writeln!(
+            o,
+            "  SLC cache      {} free; {} written in SLC mode, {} folded",
+            format_size(c.slc_free_units.saturating_mul(unit_bytes)),
+            format_size(c.slc_units_written.saturating_mul(unit_bytes)),
+            format_size(c.slc_units_folded.saturating_mul(unit_bytes))
+        );
+    }
+    if c.trim_pending_units > 0 {
+        let _ = writeln!(
+            o,
+            "  TRIM           {} trimmed but not yet released (still copied by GC)",
+            format_size(c.trim_pending_units.saturating_mul(unit_bytes))
+        );
+    }
+    if c.trim_dropped_units > 0 {
+        let _ = writeln!(
+            o,
+            "  TRIM           {} dropped from the write buffer before programming",
+            format_size(c.trim_dropped_units.saturating_mul(unit_bytes))
+        );
+    }
+    let _ = writeln!(
+        o,
+        "  buffer         host writes waited {} in all for buffer space; {} read-modify-write reads",
+        dur(c.buffer_stall_ns as f64),
+        c.rmw_reads
+    );
+
+    let _ = writeln!(
+        o,
+        "\nlatency        modelled (drive)                  delivered (to the client)"
+    );
+    let _ = writeln!(
+        o,
+        "{:<13} {:>9} {:>10} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "op", "cmds", "bytes", "errors", "p50", "p99", "max", "p50", "p99", "max"
+    );
+    let mut any = false;
+    for k in OpKind::ALL {
+        let Some(op) = r.ops.get(k.name()) else {
+            continue;
+        };
+        if op.cmds == 0 {
+            continue;
+        }
+        any = true;
+        let (m, g) = (&op.modelled, &op.delivered);
+        let _ = writeln!(
+            o,
+            "{:<13} {:>9} {:>10} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            k.name(),
+            op.cmds,
+            format_size(op.bytes),
+            op.errors,
+            dur(m.p50_ns as f64),
+            dur(m.p99_ns as f64),
+            dur(m.max_ns as f64),
+            dur(g.p50_ns as f64),
+            dur(g.p99_ns as f64),
+            dur(g.max_ns as f64),
+        );
+    }
+    if !any {
+        let _ = writeln!(o, "(no requests yet)");
+    }
+    let _ = writeln!(o, "\n{}", lateness(&r.lateness));
+    o
+}
+
+fn lateness(l: &Summary) -> String {
+    format!(
+        "lateness (delivered − modelled completion), {}:\n  p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
+        plural(l.count, "completion", "completions"),
+        dur(l.p50_ns as f64),
+        dur(l.p90_ns as f64),
+        dur(l.p99_ns as f64),
+        dur(l.p999_ns as f64),
+        dur(l.max_ns as f64),
+    )
+}
+
+/// Column headers of the TRIM log.
+pub fn trim_header() -> String {
+    format!(
+        "{:>7} {:>12} {:<18} {:<30} {:>14} {:>10} {:>6} {:>10} {:>10}\n",
+        "seq", "model time", "kind", "source", "offset", "length", "ranges", "freed", "unmapped"
+    )
+}
+
+/// One TRIM log record (several ranges: the first offset, the total length).
+pub fn trim_record(r: &TrimRecord) -> String {
+    let len: u64 = r.ranges.iter().map(|x| x.1).sum();
+    let off = r.ranges.first().map(|x| x.0).unwrap_or(0);
+    format!(
+        "{:>7} {:>12} {:<18} {:<30} {:>14} {:>10} {:>6} {:>10} {:>10}\n",
+        r.seq,
+        format!("{:.6} s", r.model_ns as f64 / 1e9),
+        r.kind,
+        r.source,
+        off,
+        format_size(len),
+        r.ranges.len(),
+        format_size(r.freed_bytes),
+        format_size(r.already_unmapped_bytes),
+    )
+}
+
+/// Short name of a precondition step.
+pub fn step_name(s: &Step) -> String {
+    match s {
+        Step::TrimAll => "trim all".into(),
+        Step::FillSeq { bs } => format!("sequential fill, {} writes", format_size(*bs)),
+        Step::Random { bs, amount } => {
+            format!("random {} writes, {amount}", format_size(*bs))
+        }
+    }
+}
+
+/// A progress bar for a precondition of `names` steps.
+pub fn precondition_bar(names: &[String]) -> ProgressBar {
+    let b = ProgressBar::new(1);
+    if let Ok(s) = ProgressStyle::with_template(
+        "{prefix} {wide_bar} {bytes}/{total_bytes} written in model time [{elapsed_precise}, eta {eta}]",
+    ) {
+        b.set_style(s);
+    }
+    b.set_prefix(names.join(", then "));
+    b
+}
+
+/// Show `p` on `bar`.
+pub fn update_bar(bar: &ProgressBar, p: &Progress) {
+    if bar.length() != Some(p.total_bytes) {
+        bar.set_length(p.total_bytes);
+    }
+    bar.set_position(p.done_bytes);
+}
+
+/// The `ctl precondition` text.
+pub fn precondition(r: &PreconditionResult) -> String {
+    let c = &r.counters;
+    format!(
+        "{}: {} of model time; write amplification {:.2}, free blocks {} of {}\n",
+        if r.cancelled {
+            "precondition cancelled"
+        } else {
+            "preconditioned"
+        },
+        dur(r.model_time_ns as f64),
+        c.write_amplification,
+        c.free_blocks,
+        c.total_blocks
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vssd_device::{DataLocation, Device, DeviceOptions};
+    use vssd_profile::Profile;
+
+    #[test]
+    fn period_counters_show_in_the_text_only_when_the_drive_has_them() {
+        let report = |preset: &str| {
+            let dev = Device::open(DeviceOptions {
+                profile: Profile::load_with_capacity(preset, Some(1 << 30)).unwrap(),
+                data: DataLocation::Memory,
+                state_file: None,
+                seed: 1,
+            })
+            .unwrap();
+            stats(&dev.report())
+        };
+        let generic = report("sata-mlc-2011");
+        assert!(!generic.contains("SLC cache") && !generic.contains("merges"));
+        let slc = report("nvme-tlc-slc-cache");
+        assert!(slc.contains("SLC cache"), "{slc}");
+        assert!(slc.contains("percentage used"), "{slc}");
+    }
+}

@@ -1,0 +1,442 @@
+//! `vssd ctl`: talk to a running `vssd serve` over its control socket.
+//!
+//! [`protocol`] defines the JSON lines and the typed results, [`server`]
+//! answers them inside the daemon, [`format`] prints them, and this module
+//! is the command-line client.
+
+pub mod format;
+pub mod protocol;
+pub mod server;
+
+use std::io::{BufRead, BufReader, IsTerminal, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use thiserror::Error;
+
+use self::protocol::{
+    CtlReply, CtlRequest, EraseResult, PreconditionResult, ProgressLine, StatsReport, Step,
+    TrimLogResult,
+};
+use vssd_profile::size::parse_size;
+
+/// Errors of the control client.
+#[derive(Debug, Error)]
+pub enum CtlError {
+    /// No daemon at the socket.
+    #[error(
+        "cannot connect to control socket {path} (is `vssd serve` running with --control {path}?)"
+    )]
+    Connect {
+        /// The socket.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The daemon did not answer in time.
+    #[error("no reply from the daemon within {0:?} (raise --timeout, or check the daemon's log)")]
+    Timeout(Duration),
+    /// The connection failed mid-request.
+    #[error("control socket I/O")]
+    Io(#[source] std::io::Error),
+    /// The daemon's reply is not valid.
+    #[error("invalid reply from the daemon: {0}")]
+    Protocol(String),
+    /// The daemon refused the request.
+    #[error("the daemon refused the request: {0}")]
+    Refused(String),
+    /// The command line is inconsistent.
+    #[error("{0}")]
+    Usage(String),
+    /// Printing the result failed.
+    #[error("writing the output")]
+    Output(#[source] vssd_common::cli_out::StdoutError),
+}
+
+impl From<std::io::Error> for CtlError {
+    fn from(e: std::io::Error) -> Self {
+        CtlError::Io(e)
+    }
+}
+
+/// `vssd ctl` arguments.
+#[derive(Debug, Args)]
+pub struct CtlArgs {
+    /// The daemon's control socket (`vssd serve --control PATH`; its default
+    /// is the vhost-user socket's path + `.ctl`). Also `VSSD_CONTROL`.
+    #[arg(long, value_name = "PATH", global = true, env = "VSSD_CONTROL")]
+    pub control: Option<PathBuf>,
+    /// The daemon's vhost-user socket: use its default control socket, SOCKET.ctl.
+    #[arg(long, value_name = "SOCKET", global = true, conflicts_with = "control")]
+    pub socket: Option<PathBuf>,
+    /// Seconds to wait for the daemon's reply (for a precondition: between
+    /// two progress reports).
+    #[arg(long, value_name = "SECONDS", default_value_t = 30.0, global = true)]
+    pub timeout: f64,
+    /// What to do.
+    #[command(subcommand)]
+    pub cmd: CtlCmd,
+}
+
+/// `vssd ctl` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum CtlCmd {
+    /// Wait until the daemon answers (up to --timeout): for scripts that
+    /// start `vssd serve` in the background. Every listener is ready then.
+    Wait,
+    /// Drive counters, write amplification, latency and lateness, frontends
+    /// and their TRIM audit.
+    Stats {
+        /// Print the reply as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Recent discards and write-zeroes as the drive received them: source,
+    /// ranges, what each freed in the FTL.
+    TrimLog {
+        /// Keep printing new ones as they arrive (Ctrl-C to stop).
+        #[arg(long)]
+        follow: bool,
+        /// Only the last N records (without --follow).
+        #[arg(long, value_name = "N", default_value_t = 50)]
+        last: usize,
+        /// One JSON object per record.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Back to a fresh drive (all data reads as zeros, FTL reset), like HDDErase.
+    SecureErase {
+        /// Print the reply as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Age the drive in model time without touching data
+    /// (steps run in this order: --trim-all, --fill, --random).
+    /// Guest I/O goes on meanwhile; Ctrl-C cancels (what is done stays done).
+    Precondition {
+        /// TRIM the whole drive first.
+        #[arg(long)]
+        trim_all: bool,
+        /// Sequential fill of the whole drive (only `seq`).
+        #[arg(long, value_name = "seq")]
+        fill: Option<String>,
+        /// Write size of the fill.
+        #[arg(long, value_name = "SIZE", default_value = "128k", value_parser = parse_size)]
+        fill_bs: u64,
+        /// Random writes of this size.
+        #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+        random: Option<u64>,
+        /// Total random writes: a size (`64G`) or a multiple of the capacity (`2x`).
+        #[arg(long, value_name = "AMOUNT", default_value = "1x")]
+        amount: String,
+        /// Seed for the random writes.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Print the reply as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// A connection to a daemon's control socket.
+pub struct Client {
+    w: UnixStream,
+    r: BufReader<UnixStream>,
+    timeout: Duration,
+}
+
+impl Client {
+    /// Connect, with `timeout` for each reply line.
+    pub fn connect(control: &Path, timeout: Duration) -> Result<Client, CtlError> {
+        let s = UnixStream::connect(control).map_err(|source| CtlError::Connect {
+            path: control.into(),
+            source,
+        })?;
+        s.set_read_timeout(Some(timeout))?;
+        s.set_write_timeout(Some(timeout))?;
+        Ok(Client {
+            r: BufReader::new(s.try_clone()?),
+            w: s,
+            timeout,
+        })
+    }
+
+    fn send(&mut self, req: &CtlRequest) -> Result<(), CtlError> {
+        let mut line = serde_json::to_vec(req).map_err(|e| CtlError::Protocol(e.to_string()))?;
+        line.push(b'\n');
+        self.w.write_all(&line)?;
+        Ok(())
+    }
+
+    fn line(&mut self) -> Result<String, CtlError> {
+        let mut l = String::new();
+        match self.r.read_line(&mut l) {
+            Ok(0) => Err(CtlError::Protocol(
+                "the daemon closed the connection".into(),
+            )),
+            Ok(_) => Ok(l),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                Err(CtlError::Timeout(self.timeout))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn finish(line: &str) -> Result<Value, CtlError> {
+        let reply: CtlReply =
+            serde_json::from_str(line).map_err(|e| CtlError::Protocol(e.to_string()))?;
+        if reply.ok {
+            Ok(reply.result.unwrap_or(Value::Null))
+        } else {
+            Err(CtlError::Refused(reply.error.unwrap_or_default()))
+        }
+    }
+
+    /// Send one request and return its result as JSON. Progress lines, if
+    /// any, go to `on_progress`.
+    pub fn call(
+        &mut self,
+        req: &CtlRequest,
+        on_progress: &mut dyn FnMut(&ProgressLine),
+    ) -> Result<Value, CtlError> {
+        self.send(req)?;
+        loop {
+            let l = self.line()?;
+            if let Ok(p) = serde_json::from_str::<ProgressLine>(&l) {
+                on_progress(&p);
+                continue;
+            }
+            return Self::finish(&l);
+        }
+    }
+
+    /// [`Self::call`] with the result decoded as `T`.
+    pub fn call_typed<T: DeserializeOwned>(
+        &mut self,
+        req: &CtlRequest,
+        on_progress: &mut dyn FnMut(&ProgressLine),
+    ) -> Result<T, CtlError> {
+        let v = self.call(req, on_progress)?;
+        serde_json::from_value(v).map_err(|e| CtlError::Protocol(e.to_string()))
+    }
+}
+
+/// Default reply timeout of [`request`].
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Send one request, return the result (or the daemon's error).
+pub fn request(control: &Path, req: &CtlRequest) -> Result<Value, CtlError> {
+    Client::connect(control, DEFAULT_TIMEOUT)?.call(req, &mut |_| {})
+}
+
+/// The drive's statistics.
+pub fn stats(control: &Path) -> Result<StatsReport, CtlError> {
+    Client::connect(control, DEFAULT_TIMEOUT)?.call_typed(&CtlRequest::Stats, &mut |_| {})
+}
+
+fn control_path(args: &CtlArgs) -> Result<PathBuf, CtlError> {
+    match (&args.control, &args.socket) {
+        (Some(c), _) => Ok(c.clone()),
+        (None, Some(s)) => Ok(PathBuf::from(format!("{}.ctl", s.display()))),
+        (None, None) => Err(CtlError::Usage(
+            "say which daemon: --control PATH (or --socket SOCKET for SOCKET.ctl, or VSSD_CONTROL)"
+                .into(),
+        )),
+    }
+}
+
+fn print_json(v: &impl serde::Serialize) -> Result<(), CtlError> {
+    let mut s = serde_json::to_string(v).map_err(|e| CtlError::Protocol(e.to_string()))?;
+    s.push('\n');
+    print_text(&s)
+}
+
+fn print_text(s: &str) -> Result<(), CtlError> {
+    vssd_common::cli_out::print(s).map_err(CtlError::Output)
+}
+
+/// Retry connecting and asking for stats until the daemon answers.
+fn wait_ready(control: &Path, timeout: Duration) -> Result<(), CtlError> {
+    let start = std::time::Instant::now();
+    loop {
+        let r = Client::connect(control, timeout)
+            .and_then(|mut c| c.call(&CtlRequest::Stats, &mut |_| {}));
+        match r {
+            Ok(_) => return Ok(()),
+            Err(e @ (CtlError::Connect { .. } | CtlError::Io(_))) => {
+                if start.elapsed() >= timeout {
+                    return Err(e);
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn trim_log(client: &mut Client, follow: bool, last: usize, json: bool) -> Result<(), CtlError> {
+    let fetch = |client: &mut Client, after: u64| -> Result<TrimLogResult, CtlError> {
+        client.call_typed(&CtlRequest::TrimLog { after, max: 10_000 }, &mut |_| {})
+    };
+    // Everything still in the ring, of which the last `last` are shown.
+    let mut r = fetch(client, 0)?;
+    let mut next = r.records.last().map(|x| x.seq).unwrap_or(0);
+    while r.records.len() == 10_000 {
+        let more = fetch(client, next)?;
+        if more.records.is_empty() {
+            break;
+        }
+        next = more.records.last().map(|x| x.seq).unwrap_or(next);
+        r.records.extend(more.records);
+    }
+    let skip = if follow {
+        r.records.len()
+    } else {
+        r.records.len().saturating_sub(last)
+    };
+    let mut header = !json;
+    let show = |records: &[protocol::TrimRecord], header: &mut bool| -> Result<(), CtlError> {
+        let mut text = String::new();
+        for rec in records {
+            if json {
+                text.push_str(
+                    &serde_json::to_string(rec).map_err(|e| CtlError::Protocol(e.to_string()))?,
+                );
+                text.push('\n');
+            } else {
+                if *header {
+                    text.push_str(&format::trim_header());
+                    *header = false;
+                }
+                text.push_str(&format::trim_record(rec));
+            }
+        }
+        print_text(&text)
+    };
+    if !follow {
+        if r.records.is_empty() && !json {
+            return print_text("no discards received yet\n");
+        }
+        return show(&r.records[skip..], &mut header);
+    }
+    if !json {
+        print_text("waiting for discards (Ctrl-C to stop)\n")?;
+    }
+    loop {
+        std::thread::sleep(Duration::from_millis(250));
+        let more = fetch(client, next)?;
+        if more.lost > 0 && !json {
+            print_text(&format!(
+                "({} records dropped before they could be shown)\n",
+                more.lost
+            ))?;
+        }
+        if let Some(l) = more.records.last() {
+            next = l.seq;
+        }
+        show(&more.records, &mut header)?;
+    }
+}
+
+/// Run `vssd ctl`.
+pub fn run(args: CtlArgs) -> Result<(), CtlError> {
+    if !(args.timeout.is_finite() && args.timeout > 0.0 && args.timeout <= 86_400.0) {
+        return Err(CtlError::Usage(format!(
+            "--timeout {} must be between 0 and 86400 seconds",
+            args.timeout
+        )));
+    }
+    let control = control_path(&args)?;
+    let timeout = Duration::from_secs_f64(args.timeout);
+    if let CtlCmd::Wait = args.cmd {
+        return wait_ready(&control, timeout);
+    }
+    let mut client = Client::connect(&control, timeout)?;
+    match args.cmd {
+        CtlCmd::Wait => {}
+        CtlCmd::Stats { json } => {
+            let r: StatsReport = client.call_typed(&CtlRequest::Stats, &mut |_| {})?;
+            if json {
+                print_json(&r)?;
+            } else {
+                print_text(&format::stats(&r))?;
+            }
+        }
+        CtlCmd::TrimLog { follow, last, json } => {
+            trim_log(&mut client, follow, last, json)?;
+        }
+        CtlCmd::SecureErase { json } => {
+            let r: EraseResult = client.call_typed(&CtlRequest::SecureErase, &mut |_| {})?;
+            if json {
+                print_json(&r)?;
+            } else {
+                print_text("secure erase done: the drive is fresh and reads as zeros\n")?;
+            }
+        }
+        CtlCmd::Precondition {
+            trim_all,
+            fill,
+            fill_bs,
+            random,
+            amount,
+            seed,
+            json,
+        } => {
+            let mut steps = Vec::new();
+            if trim_all {
+                steps.push(Step::TrimAll);
+            }
+            match fill.as_deref() {
+                None => {}
+                Some("seq") | Some("sequential") => steps.push(Step::FillSeq { bs: fill_bs }),
+                Some(o) => {
+                    return Err(CtlError::Usage(format!(
+                        "--fill {o:?}: only `seq` is supported"
+                    )));
+                }
+            }
+            if let Some(bs) = random {
+                steps.push(Step::Random { bs, amount });
+            }
+            if steps.is_empty() {
+                return Err(CtlError::Usage(
+                    "precondition: give --trim-all, --fill seq and/or --random SIZE".into(),
+                ));
+            }
+            let names: Vec<String> = steps.iter().map(format::step_name).collect();
+            let bar = (!json && std::io::stderr().is_terminal())
+                .then(|| format::precondition_bar(&names));
+            let r: PreconditionResult = client.call_typed(
+                &CtlRequest::Precondition {
+                    steps,
+                    seed,
+                    progress: true,
+                },
+                &mut |p| {
+                    if let Some(b) = &bar {
+                        format::update_bar(b, &p.progress);
+                    }
+                },
+            )?;
+            if let Some(b) = bar {
+                b.finish_and_clear();
+            }
+            if json {
+                print_json(&r)?;
+            } else {
+                print_text(&format::precondition(&r))?;
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,234 @@
+//! Control-socket protocol: one JSON object per line each way.
+//!
+//! Requests: `{"cmd":"stats"}`, `{"cmd":"secure-erase"}`,
+//! `{"cmd":"precondition","steps":[{"step":"fill-seq","bs":131072},
+//! {"step":"random","bs":4096,"amount":"2x"}],"seed":1,"progress":true}`.
+//! Replies: `{"ok":true,"result":{...}}` or `{"ok":false,"error":"..."}`;
+//! a precondition asked with `"progress":true` is preceded by progress
+//! lines `{"progress":{"step":0,"steps":2,"done_bytes":…,"total_bytes":…}}`.
+//! Closing the connection cancels a running precondition.
+//!
+//! The result types ([`StatsReport`], [`EraseResult`], [`PreconditionResult`])
+//! are shared by the daemon, which builds them, and the client, which reads
+//! them back.
+
+use serde::{Deserialize, Serialize};
+
+pub use vssd_device::StatsReport;
+pub use vssd_device::trimlog::TrimRecord;
+use vssd_model::{Counters, Precondition};
+
+/// A control request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "cmd", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum CtlRequest {
+    /// Counters, latency percentiles, frontends and their TRIM audit.
+    Stats,
+    /// Back to a fresh drive; all data reads as zeros.
+    SecureErase,
+    /// The most recent discards and write-zeroes, oldest first.
+    TrimLog {
+        /// Only records after this sequence number.
+        #[serde(default)]
+        after: u64,
+        /// At most this many (the daemon caps it).
+        #[serde(default = "default_trim_max")]
+        max: usize,
+    },
+    /// Age the drive in model time; data untouched.
+    Precondition {
+        /// Steps, in order.
+        steps: Vec<Step>,
+        /// Seed for random steps.
+        #[serde(default)]
+        seed: u64,
+        /// Send progress lines before the reply.
+        #[serde(default)]
+        progress: bool,
+    },
+}
+
+fn default_trim_max() -> usize {
+    1000
+}
+
+/// Result of `trim-log`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrimLogResult {
+    /// The records, oldest first.
+    pub records: Vec<TrimRecord>,
+    /// Records after `after` that the ring had already dropped.
+    pub lost: u64,
+}
+
+/// One precondition step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "step", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Step {
+    /// TRIM the whole drive.
+    TrimAll,
+    /// One sequential pass with `bs` writes.
+    FillSeq {
+        /// Write size, bytes.
+        bs: u64,
+    },
+    /// Random `bs` writes, `amount` in total: bytes (`"64G"`) or a multiple of the capacity (`"2x"`).
+    Random {
+        /// Write size, bytes.
+        bs: u64,
+        /// Total.
+        amount: String,
+    },
+}
+
+/// The model's precondition steps for `steps` on a drive of `capacity`
+/// bytes, each checked (write sizes, amounts).
+pub fn model_steps(steps: &[Step], capacity: u64) -> Result<Vec<Precondition>, String> {
+    let check_bs = |what: &str, bs: u64| {
+        if bs == 0 || !bs.is_multiple_of(512) || bs > capacity {
+            Err(format!(
+                "{what} bs {bs} must be a non-zero multiple of 512, at most the capacity"
+            ))
+        } else {
+            Ok(())
+        }
+    };
+    steps
+        .iter()
+        .map(|s| match s {
+            Step::TrimAll => Ok(Precondition::TrimAll),
+            Step::FillSeq { bs } => {
+                check_bs("fill-seq", *bs)?;
+                Ok(Precondition::FillSequential { bs: *bs })
+            }
+            Step::Random { bs, amount } => {
+                check_bs("random", *bs)?;
+                let a = parse_amount(amount, capacity, *bs)
+                    .map_err(|e| format!("random amount: {e}"))?;
+                Ok(Precondition::Random { bs: *bs, amount: a })
+            }
+        })
+        .collect()
+}
+
+/// A reply line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CtlReply {
+    /// Success.
+    pub ok: bool,
+    /// The result, on success.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<serde_json::Value>,
+    /// The error, on failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl CtlReply {
+    /// A success carrying `result`.
+    pub fn ok(result: &impl Serialize) -> CtlReply {
+        match serde_json::to_value(result) {
+            Ok(v) => CtlReply {
+                ok: true,
+                result: Some(v),
+                error: None,
+            },
+            Err(e) => CtlReply::err(format!("cannot encode the result: {e}")),
+        }
+    }
+    /// A failure.
+    pub fn err(msg: impl Into<String>) -> CtlReply {
+        CtlReply {
+            ok: false,
+            result: None,
+            error: Some(msg.into()),
+        }
+    }
+}
+
+/// Result of `secure-erase`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EraseResult {
+    /// Always true on success.
+    pub erased: bool,
+    /// The counters afterwards.
+    pub counters: Counters,
+}
+
+/// Progress of a running precondition, all steps together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Progress {
+    /// Bytes of requests issued so far.
+    pub done_bytes: u64,
+    /// Bytes of requests in all.
+    pub total_bytes: u64,
+}
+
+/// A progress line (`{"progress":{...}}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProgressLine {
+    /// Where the precondition is.
+    pub progress: Progress,
+}
+
+/// Result of `precondition`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PreconditionResult {
+    /// Model time the steps took, ns.
+    pub model_time_ns: u64,
+    /// The client went away before the end: the drive keeps what was done.
+    #[serde(default)]
+    pub cancelled: bool,
+    /// The counters afterwards.
+    pub counters: Counters,
+}
+
+/// Total bytes for `amount`: `"2x"` = twice `capacity`, else a size (`"64G"`, `"1000000"`),
+/// rounded down to whole `bs` writes.
+pub fn parse_amount(amount: &str, capacity: u64, bs: u64) -> Result<u64, String> {
+    let a = amount.trim();
+    let bytes = if let Some(m) = a.strip_suffix(['x', 'X']) {
+        let f: f64 = m
+            .trim()
+            .parse()
+            .map_err(|_| format!("bad multiple {amount:?}"))?;
+        if !(f.is_finite() && f > 0.0 && f <= 1000.0) {
+            return Err(format!("multiple {amount:?} must be in (0, 1000]"));
+        }
+        (capacity as f64 * f) as u64
+    } else {
+        vssd_profile::size::parse_size(a).map_err(|e| e.to_string())?
+    };
+    if bs == 0 {
+        return Err("bs must be > 0".into());
+    }
+    Ok(bytes / bs * bs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_parse() {
+        let r: CtlRequest = serde_json::from_str(r#"{"cmd":"stats"}"#).unwrap();
+        assert_eq!(r, CtlRequest::Stats);
+        let r: CtlRequest = serde_json::from_str(
+            r#"{"cmd":"precondition","steps":[{"step":"fill-seq","bs":131072},{"step":"random","bs":4096,"amount":"2x"}]}"#,
+        )
+        .unwrap();
+        assert!(
+            matches!(r, CtlRequest::Precondition { ref steps, seed: 0, progress: false } if steps.len() == 2)
+        );
+        assert!(serde_json::from_str::<CtlRequest>(r#"{"cmd":"format-c"}"#).is_err());
+    }
+
+    #[test]
+    fn amounts() {
+        assert_eq!(parse_amount("2x", 1 << 30, 4096), Ok(2 << 30));
+        assert_eq!(parse_amount("0.5x", 1 << 30, 4096), Ok(1 << 29));
+        assert_eq!(parse_amount("1M", 1 << 30, 4096), Ok(1 << 20));
+        assert!(parse_amount("-1x", 1 << 30, 4096).is_err());
+        assert!(parse_amount("lots", 1 << 30, 4096).is_err());
+    }
+}

@@ -1,0 +1,788 @@
+//! One emulated SSD: a request goes to the model (when does it complete?)
+//! and to the store (the bytes), and comes back as a [`Pending`] completion
+//! carrying its status and modelled completion time. Frontends
+//! (vhost-user-blk, NBD) deliver it at that time ([`scheduler`]) and call
+//! [`Pending::complete`]; they never touch the device's internals.
+//!
+//! The interface every frontend uses:
+//! - [`Device::register_frontend`] once per listener, then
+//!   [`Frontend::connect`] per client connection: the device's accounting
+//!   (per frontend and per connection counters, the TRIM audit) follows;
+//! - [`Device::topology`]: block sizes and limits, mapped by each frontend
+//!   to its own wire format;
+//! - [`Device::read`], [`Device::write`], [`Device::flush`],
+//!   [`Device::discard`], [`Device::write_zeroes`], and [`Device::begin`]
+//!   for requests answered without the drive (identify, invalid requests);
+//!   each returns a [`Pending`] whose [`Status`] the frontend maps to its
+//!   protocol.
+//!
+//! Time: the daemon clock is `CLOCK_MONOTONIC` minus the daemon's start.
+//! The model's clock is the daemon clock plus an offset that grows when
+//! `precondition` ages the drive in model time, so a guest never waits for
+//! the hours of simulated writes a precondition represents.
+//!
+//! Failure: if the model reports that its own state is damaged (an internal
+//! invariant failed), the drive stops: every later request fails with
+//! [`Status::Stopped`], and the FTL state is not saved over the last good one.
+
+pub mod files;
+pub mod hist;
+pub mod report;
+pub mod scheduler;
+pub mod stats;
+pub mod store;
+pub mod topology;
+pub mod trimlog;
+
+use std::collections::VecDeque;
+use std::io::{self, BufReader};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use log::{error, warn};
+use thiserror::Error;
+use vm_memory::VolatileSlice;
+
+use vssd_model::{
+    Counters, ModelError, Op, Payload, PersistError, Precondition, PreconditionRun, Request, Ssd,
+};
+use vssd_profile::Profile;
+
+use self::files::FileError;
+pub use self::stats::{
+    Connection, Frontend, OpKind, Pending, Stats, StatsReport, Status, TrimOutcome,
+};
+use self::stats::{DriveReport, WindowReport};
+use self::store::{Store, StoreError};
+pub use self::topology::{SECTOR, Topology};
+use self::trimlog::{TrimLog, TrimRecord};
+
+/// Errors of the device layer.
+#[derive(Debug, Error)]
+pub enum DeviceError {
+    /// Opening the backing store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A state file or directory is unusable.
+    #[error(transparent)]
+    File(#[from] FileError),
+    /// The saved FTL state could not be loaded; it is never silently replaced.
+    #[error(
+        "drive state file {path} cannot be loaded (it is kept as is: move it away \
+         to start with a fresh drive, or use the profile/capacity it was saved with)"
+    )]
+    StateLoad {
+        /// The state file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: PersistError,
+    },
+    /// Writing the FTL state failed.
+    #[error("cannot save drive state to {path}")]
+    StateSave {
+        /// The state file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// The request is outside the drive or misaligned.
+    #[error("request {offset}+{len} is outside the drive or not sector-aligned")]
+    BadRange {
+        /// Byte offset.
+        offset: u64,
+        /// Byte length.
+        len: u64,
+    },
+    /// The model refused the request.
+    #[error("the drive model refused the request")]
+    Model(#[from] ModelError),
+    /// Reading or writing the data failed.
+    #[error("data I/O failed")]
+    Io(#[source] io::Error),
+    /// The drive stopped after an internal failure.
+    #[error("the drive has stopped: {0}")]
+    Stopped(String),
+}
+
+impl DeviceError {
+    /// The protocol-independent status a frontend reports for this error.
+    pub fn status(&self) -> Status {
+        match self {
+            DeviceError::BadRange { .. } => Status::Invalid,
+            DeviceError::Model(e) if model_error_is_request_error(e) => Status::Invalid,
+            DeviceError::Model(_) | DeviceError::Stopped(_) => Status::Stopped,
+            DeviceError::Io(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ENOSPC | libc::EFBIG | libc::EDQUOT)
+                ) =>
+            {
+                Status::NoSpace
+            }
+            _ => Status::IoError,
+        }
+    }
+}
+
+/// Whether the model refused the request itself (bad range), as opposed to
+/// failing inside (its state is then not to be trusted).
+fn model_error_is_request_error(e: &ModelError) -> bool {
+    match e {
+        ModelError::OutOfRange { .. } | ModelError::Misaligned { .. } => true,
+        ModelError::Internal { .. } => false,
+    }
+}
+
+/// Where the drive's data lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DataLocation {
+    /// A sparse file (created if missing).
+    File(PathBuf),
+    /// Memory only; lost on exit.
+    Memory,
+}
+
+/// How to open a device.
+#[derive(Debug, Clone)]
+pub struct DeviceOptions {
+    /// The drive.
+    pub profile: Profile,
+    /// Data store.
+    pub data: DataLocation,
+    /// FTL state file: loaded at open if present, written by [`Device::save_state`].
+    pub state_file: Option<PathBuf>,
+    /// Seed for the model's randomness.
+    pub seed: u64,
+}
+
+struct ModelState {
+    ssd: Ssd,
+    /// model time = daemon time + offset.
+    offset_ns: u64,
+}
+
+/// Wall time the model lock is held at most per precondition chunk.
+pub const PRECONDITION_CHUNK: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// What a precondition did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PreconditionOutcome {
+    /// Model time it took, ns.
+    pub model_ns: u64,
+    /// Stopped early because the caller asked.
+    pub cancelled: bool,
+}
+
+/// One counter sample for the recent write-amplification window.
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    at_ns: u64,
+    host_written: u64,
+    nand_programmed: u64,
+}
+
+/// Samples kept (one per [`Device::sample`] call, normally each second).
+const SAMPLES_KEPT: usize = 61;
+
+/// Warnings logged in full before they are only counted.
+const WARN_LIMIT: u64 = 20;
+
+/// One emulated drive, shared by all frontends, their queues and the control socket.
+pub struct Device {
+    profile: Profile,
+    topology: Topology,
+    model: Mutex<ModelState>,
+    store: Store,
+    base_ns: u64,
+    serial: [u8; 20],
+    state_file: Option<PathBuf>,
+    stats: Arc<Stats>,
+    stopped: OnceLock<String>,
+    samples: Mutex<VecDeque<Sample>>,
+    io_warnings: AtomicU64,
+    trim_log: TrimLog,
+}
+
+/// Resident memory of this process (`/proc/self/statm`), bytes; 0 if unknown.
+pub fn rss_bytes() -> u64 {
+    let pages = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .unwrap_or(0);
+    // SAFETY: sysconf only reads a configuration value.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    pages * u64::try_from(page).unwrap_or(4096)
+}
+
+/// The 20-byte serial: stable for a profile, capacity and backing file.
+pub fn serial_for(profile: &Profile, backing: Option<&Path>) -> [u8; 20] {
+    let mut a = crc32fast::Hasher::new();
+    a.update(profile.name.as_bytes());
+    a.update(&profile.geometry.exported_capacity.0.to_le_bytes());
+    let where_ = match backing {
+        Some(p) => std::fs::canonicalize(p)
+            .unwrap_or_else(|_| p.to_path_buf())
+            .to_string_lossy()
+            .into_owned(),
+        None => "memory".to_string(),
+    };
+    let b = crc32fast::hash(where_.as_bytes());
+    let s = format!("VSSD{:08X}{:08X}", a.finalize(), b);
+    let mut out = [0u8; 20];
+    out.copy_from_slice(&s.as_bytes()[..20]);
+    out
+}
+
+impl Device {
+    /// Open the store and the model (loading saved FTL state if there is some).
+    pub fn open(opts: DeviceOptions) -> Result<Device, DeviceError> {
+        let capacity = opts.profile.geometry.exported_capacity.0;
+        let ssd = match &opts.state_file {
+            Some(path) if path.symlink_metadata().is_ok() => {
+                let f = files::open_private_ro(path)?;
+                Ssd::load(&opts.profile, BufReader::new(f)).map_err(|source| {
+                    DeviceError::StateLoad {
+                        path: path.clone(),
+                        source,
+                    }
+                })?
+            }
+            _ => Ssd::new(&opts.profile, opts.seed),
+        };
+        debug_assert_eq!(ssd.capacity(), capacity);
+        let store = match &opts.data {
+            DataLocation::File(p) => Store::open_file(p, capacity)?,
+            DataLocation::Memory => Store::memory(capacity)?,
+        };
+        Ok(Device {
+            serial: serial_for(&opts.profile, store.path()),
+            topology: Topology::of(&opts.profile),
+            profile: opts.profile,
+            model: Mutex::new(ModelState { ssd, offset_ns: 0 }),
+            store,
+            base_ns: scheduler::monotonic_ns(),
+            state_file: opts.state_file,
+            stats: Arc::new(Stats::default()),
+            stopped: OnceLock::new(),
+            samples: Mutex::new(VecDeque::with_capacity(SAMPLES_KEPT)),
+            io_warnings: AtomicU64::new(0),
+            trim_log: TrimLog::default(),
+        })
+    }
+
+    /// The drive's profile.
+    pub fn profile(&self) -> &Profile {
+        &self.profile
+    }
+
+    /// Block sizes and limits, for frontends to advertise.
+    pub fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
+    /// Exported bytes.
+    pub fn capacity(&self) -> u64 {
+        self.topology.capacity
+    }
+
+    /// The drive's serial number (20 ASCII characters).
+    pub fn serial(&self) -> [u8; 20] {
+        self.serial
+    }
+
+    /// The store (for its path and allocation figures).
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The device's statistics (read-only for frontends: use [`Pending`]).
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// Register a frontend (one listener): `kind` (`vhost-user-blk`, `nbd`),
+    /// where it listens, and details shown by `ctl stats`.
+    pub fn register_frontend(
+        &self,
+        kind: &'static str,
+        name: impl Into<String>,
+        info: impl Into<String>,
+    ) -> Frontend {
+        self.stats.register_frontend(kind, name, info)
+    }
+
+    /// Why the drive stopped, if it did.
+    pub fn stopped(&self) -> Option<&str> {
+        self.stopped.get().map(String::as_str)
+    }
+
+    /// Daemon clock: ns since the device was opened.
+    pub fn now_ns(&self) -> u64 {
+        scheduler::monotonic_ns().saturating_sub(self.base_ns)
+    }
+
+    /// Daemon clock → absolute `CLOCK_MONOTONIC` ns (for timer deadlines).
+    pub fn to_monotonic(&self, t: u64) -> u64 {
+        t.saturating_add(self.base_ns)
+    }
+
+    fn stop(&self, why: String) {
+        if self.stopped.set(why.clone()).is_ok() {
+            error!(
+                "drive stopped, all further I/O fails and its FTL state will not be saved: {why}"
+            );
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, ModelState> {
+        self.model.lock().unwrap_or_else(|e| {
+            // Only a panic inside the model can poison the lock: its state
+            // may be half-updated, so the drive stops.
+            self.stop("a thread panicked while updating the drive model".into());
+            e.into_inner()
+        })
+    }
+
+    fn check(&self, offset: u64, len: u64) -> Result<(), DeviceError> {
+        let ok = offset.is_multiple_of(SECTOR)
+            && len.is_multiple_of(SECTOR)
+            && offset
+                .checked_add(len)
+                .is_some_and(|end| end <= self.capacity());
+        if ok {
+            Ok(())
+        } else {
+            Err(DeviceError::BadRange { offset, len })
+        }
+    }
+
+    /// Submit requests to the model at one instant; the completion is that
+    /// of the last to finish (daemon clock).
+    fn submit(&self, p: &Pending, op: Op, ranges: &[(u64, u64)]) -> Result<u64, DeviceError> {
+        self.submit_with(p, op, ranges, Payload::Unknown, |_, _, _, _| {})
+    }
+
+    /// [`Self::submit`], calling `before(ssd, model_now, offset, len)` under
+    /// the same lock just before each range is submitted.
+    fn submit_with(
+        &self,
+        p: &Pending,
+        op: Op,
+        ranges: &[(u64, u64)],
+        payload: Payload,
+        mut before: impl FnMut(&Ssd, u64, u64, u64),
+    ) -> Result<u64, DeviceError> {
+        if let Some(why) = self.stopped() {
+            return Err(DeviceError::Stopped(why.into()));
+        }
+        for &(o, l) in ranges {
+            self.check(o, l)?;
+        }
+        let mut m = self.lock();
+        let model_now = p.submit_ns() + m.offset_ns;
+        let mut done = model_now;
+        for &(offset, len) in ranges {
+            before(&m.ssd, model_now, offset, len);
+            let r = m.ssd.submit(
+                model_now,
+                &Request {
+                    op,
+                    offset,
+                    len,
+                    payload,
+                },
+            );
+            match r {
+                Ok(c) => done = done.max(c.done_ns),
+                Err(e) if model_error_is_request_error(&e) => return Err(e.into()),
+                Err(e) => {
+                    self.stop(format!("the drive model failed: {e}"));
+                    return Err(e.into());
+                }
+            }
+        }
+        Ok(done.saturating_sub(m.offset_ns))
+    }
+
+    /// Turn the outcome of a request into its pending completion.
+    fn settle(&self, mut p: Pending, r: Result<u64, DeviceError>) -> Pending {
+        match r {
+            Ok(due) => p.finish(Status::Ok, due),
+            Err(e) => {
+                let st = e.status();
+                match st {
+                    Status::Invalid => log::debug!("{:?} refused: {e}", p.op()),
+                    _ => self.warn_io(&p, &e),
+                }
+                p.fail(st);
+            }
+        }
+        p
+    }
+
+    fn warn_io(&self, p: &Pending, e: &DeviceError) {
+        let n = self.io_warnings.fetch_add(1, Relaxed) + 1;
+        let cause = std::error::Error::source(e)
+            .map(|s| format!(": {s}"))
+            .unwrap_or_default();
+        if n <= WARN_LIMIT {
+            warn!("{:?} of {} bytes failed: {e}{cause}", p.op(), p.bytes());
+            if n == WARN_LIMIT {
+                warn!("further I/O errors are only counted (ctl stats: errors)");
+            }
+        }
+    }
+
+    /// Account a request answered without the drive (e.g. an identify
+    /// command), or refused by the frontend's own validation (then
+    /// [`Pending::fail`] it). Due at once.
+    pub fn begin(&self, conn: &Connection, op: OpKind, bytes: u64) -> Pending {
+        conn.begin(op, bytes, self.now_ns())
+    }
+
+    /// Read `offset..` into `bufs`.
+    pub fn read(&self, conn: &Connection, offset: u64, bufs: &[VolatileSlice<'_>]) -> Pending {
+        let len = bufs.iter().map(|b| b.len() as u64).sum();
+        let p = self.begin(conn, OpKind::Read, len);
+        let r = self.submit(&p, Op::Read, &[(offset, len)]).and_then(|due| {
+            self.store.read(offset, bufs).map_err(DeviceError::Io)?;
+            Ok(due)
+        });
+        self.settle(p, r)
+    }
+
+    /// Write `bufs` at `offset..`. With `fua` the data is durable (on the
+    /// backing file and programmed in the model) before the completion.
+    pub fn write(
+        &self,
+        conn: &Connection,
+        offset: u64,
+        bufs: &[VolatileSlice<'_>],
+        fua: bool,
+    ) -> Pending {
+        let len = bufs.iter().map(|b| b.len() as u64).sum();
+        let p = self.begin(conn, OpKind::Write, len);
+        // A data-reducing drive needs to know how compressible the data is.
+        let payload = if self.profile.reduction.enabled {
+            sample_payload(bufs, len)
+        } else {
+            Payload::Unknown
+        };
+        let r = self
+            .submit_with(&p, Op::Write, &[(offset, len)], payload, |_, _, _, _| {})
+            .and_then(|due| {
+                self.store.write(offset, bufs).map_err(DeviceError::Io)?;
+                if fua {
+                    self.store.sync().map_err(DeviceError::Io)?;
+                    let flushed = self.submit(&p, Op::Flush, &[(0, 0)])?;
+                    return Ok(due.max(flushed));
+                }
+                Ok(due)
+            });
+        self.settle(p, r)
+    }
+
+    /// TRIM `(offset, len)` ranges: the data reads as zeros afterwards.
+    /// With `fua` the zeroing is durable before the completion.
+    pub fn discard(&self, conn: &Connection, ranges: &[(u64, u64)], fua: bool) -> Pending {
+        let len = ranges.iter().map(|r| r.1).sum();
+        let mut p = self.begin(conn, OpKind::Discard, len);
+        let r = self.trim_ranges(conn, &mut p, Op::Trim, ranges, true, fua);
+        self.settle(p, r)
+    }
+
+    /// Write zeroes over `(offset, len)` ranges; with `unmap` the drive
+    /// deallocates (a TRIM that guarantees zeros), without it the zeros are
+    /// written. With `fua` they are durable before the completion.
+    pub fn write_zeroes(
+        &self,
+        conn: &Connection,
+        ranges: &[(u64, u64)],
+        unmap: bool,
+        fua: bool,
+    ) -> Pending {
+        let len = ranges.iter().map(|r| r.1).sum();
+        let mut p = self.begin(conn, OpKind::WriteZeroes, len);
+        let r = self.trim_ranges(conn, &mut p, Op::WriteZeroes { unmap }, ranges, unmap, fua);
+        self.settle(p, r)
+    }
+
+    fn trim_ranges(
+        &self,
+        conn: &Connection,
+        p: &mut Pending,
+        op: Op,
+        ranges: &[(u64, u64)],
+        unmap: bool,
+        fua: bool,
+    ) -> Result<u64, DeviceError> {
+        let mut outcome = TrimOutcome::default();
+        let mut model_ns = 0;
+        let due = self.submit_with(
+            p,
+            op,
+            ranges,
+            Payload::Unknown,
+            |ssd, model_now, offset, len| {
+                model_ns = model_now;
+                if unmap {
+                    let (mapped, unmapped) = ssd.unit_census(offset, len);
+                    outcome.freed_bytes += mapped * ssd.unit_bytes();
+                    outcome.already_unmapped_bytes += unmapped * ssd.unit_bytes();
+                }
+            },
+        )?;
+        self.trim_log.push(TrimRecord {
+            seq: 0,
+            model_ns,
+            wall_unix_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(0),
+            source: conn.label(),
+            kind: match op {
+                Op::Trim => "discard",
+                Op::WriteZeroes { unmap: true } => "write-zeroes-unmap",
+                _ => "write-zeroes",
+            }
+            .into(),
+            ranges: ranges.to_vec(),
+            freed_bytes: outcome.freed_bytes,
+            already_unmapped_bytes: outcome.already_unmapped_bytes,
+        });
+        for &(o, l) in ranges {
+            self.store.zero(o, l, unmap).map_err(DeviceError::Io)?;
+        }
+        if fua {
+            self.store.sync().map_err(DeviceError::Io)?;
+        }
+        p.set_trim(outcome);
+        Ok(due)
+    }
+
+    /// TRIM log records after sequence number `after` (at most `max`), and
+    /// how many after it were already dropped from the ring.
+    pub fn trim_log(&self, after: u64, max: usize) -> (Vec<TrimRecord>, u64) {
+        self.trim_log.since(after, max)
+    }
+
+    /// `offset..offset+len` as runs of `(bytes, mapped)` in the FTL, at
+    /// most `max_runs` (a TRIMmed or never-written run reads as zeros).
+    pub fn allocation(&self, offset: u64, len: u64, max_runs: usize) -> Vec<(u64, bool)> {
+        self.lock().ssd.mapped_runs(offset, len, max_runs)
+    }
+
+    /// Make everything written so far durable, then flush the drive's buffer.
+    pub fn flush(&self, conn: &Connection) -> Pending {
+        let p = self.begin(conn, OpKind::Flush, 0);
+        let r = self
+            .store
+            .sync()
+            .map_err(DeviceError::Io)
+            .and_then(|()| self.submit(&p, Op::Flush, &[(0, 0)]));
+        self.settle(p, r)
+    }
+
+    /// The model's counters, with the drive's idle-time work done up to now
+    /// (it is otherwise done when the next request arrives).
+    pub fn counters(&self) -> Counters {
+        let now = self.now_ns();
+        let mut m = self.lock();
+        m.ssd.catch_up(now);
+        m.ssd.counters()
+    }
+
+    /// Record a counter sample for the recent write-amplification window
+    /// (call about once a second).
+    pub fn sample(&self) {
+        let c = self.counters();
+        let mut s = self.samples.lock().unwrap_or_else(|e| e.into_inner());
+        if s.len() == SAMPLES_KEPT {
+            s.pop_front();
+        }
+        s.push_back(Sample {
+            at_ns: self.now_ns(),
+            host_written: c.host_written_bytes,
+            nand_programmed: c.nand_bytes_programmed,
+        });
+    }
+
+    /// Write amplification between the oldest kept sample and `now`.
+    fn recent_window(&self, c: &Counters) -> Option<WindowReport> {
+        let s = self.samples.lock().unwrap_or_else(|e| e.into_inner());
+        let first = s.front()?;
+        let host = c.host_written_bytes.saturating_sub(first.host_written);
+        let nand = c
+            .nand_bytes_programmed
+            .saturating_sub(first.nand_programmed);
+        Some(WindowReport {
+            seconds: self.now_ns().saturating_sub(first.at_ns) as f64 / 1e9,
+            host_written_bytes: host,
+            nand_bytes_programmed: nand,
+            write_amplification: if host > 0 {
+                nand as f64 / host as f64
+            } else {
+                0.0
+            },
+        })
+    }
+
+    /// Everything `vssd ctl stats` shows.
+    pub fn report(&self) -> StatsReport {
+        let now = self.now_ns();
+        let (counters, model_bytes) = {
+            let mut m = self.lock();
+            m.ssd.catch_up(now);
+            (m.ssd.counters(), m.ssd.memory_bytes() as u64)
+        };
+        StatsReport {
+            drive: DriveReport {
+                profile: self.profile.name.clone(),
+                capacity: self.capacity(),
+                backing: self.store.path().map(|p| p.display().to_string()),
+                allocated_bytes: self.store.allocated_bytes(),
+                serial: String::from_utf8_lossy(&self.serial).into_owned(),
+                stopped: self.stopped().map(str::to_string),
+                model_bytes,
+                rss_bytes: rss_bytes(),
+                pending_zero_bytes: self.store.pending_zero_bytes(),
+            },
+            connection: self.stats.connection_report(),
+            frontends: self.stats.frontends_report(),
+            recent: self.recent_window(&counters),
+            counters,
+            lateness: self.stats.lateness().summary(),
+            ops: self.stats.ops_report(),
+        }
+    }
+
+    /// Back to a fresh drive: all data reads as zeros, the FTL is reset.
+    pub fn secure_erase(&self) -> Result<(), DeviceError> {
+        let mut m = self.lock();
+        self.store.erase_all().map_err(DeviceError::Io)?;
+        m.ssd.secure_erase();
+        self.stats.reset();
+        self.samples
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        Ok(())
+    }
+
+    /// Age the drive in model time (no data is touched, except that a
+    /// TRIM-all step also zeroes the store, as a drive's TRIM does). The
+    /// work runs in chunks of about [`PRECONDITION_CHUNK`] of wall time;
+    /// between chunks the model lock is free, so guest I/O and `ctl stats`
+    /// go on (guest requests then queue behind the work done so far, as on
+    /// a drive busy with it). `progress(done_bytes, total_bytes)` is called
+    /// after each chunk; returning false cancels (what is done stays done).
+    pub fn precondition(
+        &self,
+        steps: &[Precondition],
+        seed: u64,
+        progress: &mut dyn FnMut(u64, u64) -> bool,
+    ) -> Result<PreconditionOutcome, DeviceError> {
+        if let Some(why) = self.stopped() {
+            return Err(DeviceError::Stopped(why.into()));
+        }
+        if steps.contains(&Precondition::TrimAll) {
+            self.store
+                .zero(0, self.capacity(), true)
+                .map_err(DeviceError::Io)?;
+        }
+        let (mut run, start) = {
+            let m = self.lock();
+            let start = self.now_ns() + m.offset_ns;
+            (PreconditionRun::new(&m.ssd, start, steps, seed), start)
+        };
+        let mut cancelled = false;
+        let end = loop {
+            let p = {
+                let mut m = self.lock();
+                let t0 = std::time::Instant::now();
+                let p = run
+                    .advance_while(&mut m.ssd, || t0.elapsed() < PRECONDITION_CHUNK)
+                    .inspect_err(|e| self.stop(format!("the drive model failed: {e}")))?;
+                // Model time = daemon time + offset: the drive has done the
+                // work so far by now.
+                let lag = p.model_now_ns.saturating_sub(self.now_ns());
+                m.offset_ns = m.offset_ns.max(lag);
+                p
+            };
+            if p.finished {
+                break p.model_now_ns;
+            }
+            if !progress(p.done_bytes, p.total_bytes) {
+                cancelled = true;
+                break p.model_now_ns;
+            }
+        };
+        Ok(PreconditionOutcome {
+            model_ns: end.saturating_sub(start),
+            cancelled,
+        })
+    }
+
+    /// Write the FTL state file atomically (private temp file, fsync,
+    /// rename). Refused once the drive has stopped: the last good state
+    /// stays on disk.
+    pub fn save_state(&self) -> Result<(), DeviceError> {
+        let Some(path) = &self.state_file else {
+            return Ok(());
+        };
+        if let Some(why) = self.stopped() {
+            return Err(DeviceError::Stopped(format!(
+                "{why}; not saving its FTL state over {}",
+                path.display()
+            )));
+        }
+        let m = self.lock();
+        files::write_atomically(path, |w| m.ssd.save(w)).map_err(|e| match e {
+            FileError::Open { source, .. } => DeviceError::StateSave {
+                path: path.clone(),
+                source,
+            },
+            other => DeviceError::File(other),
+        })
+    }
+
+    /// Sync the data and save the FTL state (clean shutdown).
+    pub fn close(&self) -> Result<(), DeviceError> {
+        self.store.sync().map_err(DeviceError::Io)?;
+        self.save_state()
+    }
+}
+
+/// How compressible the data in `bufs` (`len` bytes) is: a bounded sample
+/// of it through [`vssd_model::payload::estimate`].
+fn sample_payload(bufs: &[VolatileSlice<'_>], len: u64) -> Payload {
+    let mut sample = [0u8; 2 * vssd_model::payload::SAMPLE_BYTES];
+    let mut n = 0;
+    for (at, want) in vssd_model::payload::sample_ranges(len) {
+        let (mut at, mut want) = (at, want);
+        for b in bufs {
+            let blen = b.len() as u64;
+            if want == 0 {
+                break;
+            }
+            if at >= blen {
+                at -= blen;
+                continue;
+            }
+            let k = want.min((blen - at) as usize);
+            match b.subslice(at as usize, k) {
+                Ok(s) => n += s.copy_to(&mut sample[n..n + k]),
+                Err(_) => return Payload::Unknown,
+            }
+            want -= k;
+            at = 0;
+        }
+    }
+    vssd_model::payload::estimate(&sample[..n])
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,584 @@
+//! The transmission phase of one NBD connection.
+//!
+//! A reader thread takes requests off the socket, validates them and hands
+//! them to the device (up to the drive's queue depth at once); each comes
+//! back as a pending completion due at its modelled time. A writer thread
+//! sends the replies when they are due, in due order, not request order
+//! (NBD allows replies out of order; the cookie ties them to requests), and
+//! completes them for the device's accounting (latency, lateness).
+//!
+//! A client that stops reading its replies fills the socket buffer: the
+//! writer's send times out and the connection is closed; one that sends
+//! half a request and leaves ends its reader at EOF. Neither affects other
+//! connections.
+
+use std::io::{self, Read, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use log::{debug, warn};
+use vm_memory::VolatileSlice;
+
+use super::handshake::{MAX_PAYLOAD, Negotiated};
+use super::proto::{self, BASE_ALLOCATION_ID, REQUEST_LEN, cflags, chunk, cmd, errno, state};
+use super::sock::Sock;
+use vssd_device::scheduler::{CompletionHeap, Timing};
+use vssd_device::{Connection, Device, OpKind, Pending, SECTOR, Status};
+
+/// Most extents in one block-status reply.
+pub const MAX_EXTENTS: usize = 2048;
+
+/// A reply's payload.
+#[derive(Debug)]
+enum Body {
+    /// No payload.
+    Empty,
+    /// Read data (from `offset`).
+    Data(u64, Vec<u8>),
+    /// `base:allocation` extents.
+    Extents(Vec<(u32, u32)>),
+}
+
+/// A reply waiting for its time.
+#[derive(Debug)]
+struct Out {
+    cookie: u64,
+    body: Body,
+    /// An NBD error chosen by the frontend (else from the status).
+    errno: Option<u32>,
+    /// Send as a structured reply.
+    structured: bool,
+    pending: Pending,
+}
+
+#[derive(Default)]
+struct State {
+    heap: CompletionHeap<Out>,
+    /// Requests handed to the device whose reply is not sent yet.
+    in_flight: usize,
+    reader_done: bool,
+    writer_dead: bool,
+}
+
+/// What the reader and writer share.
+struct Shared {
+    state: Mutex<State>,
+    cv: Condvar,
+    /// Deliver everything at once (daemon shutting down).
+    draining: Arc<AtomicBool>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A handle on a live connection, to wake its writer when the daemon stops
+/// (its replies then go out at once).
+pub struct Stopper {
+    shared: std::sync::Weak<Shared>,
+}
+
+impl Stopper {
+    /// Wake the connection's writer (after setting the shared draining flag).
+    pub fn wake(&self) {
+        if let Some(s) = self.shared.upgrade() {
+            s.cv.notify_all();
+        }
+    }
+
+    /// Whether the connection is still running.
+    pub fn alive(&self) -> bool {
+        self.shared.strong_count() > 0
+    }
+}
+
+/// The NBD error for a device status.
+pub fn nbd_errno(s: Status) -> u32 {
+    match s {
+        Status::Ok => 0,
+        Status::Invalid | Status::Unsupported => errno::EINVAL,
+        Status::NoSpace => errno::ENOSPC,
+        Status::IoError | Status::Stopped => errno::EIO,
+    }
+}
+
+/// What a request header asks, checked against the export.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Check {
+    /// Valid.
+    Ok,
+    /// Refused with this NBD error (its payload, if any, still follows).
+    Refuse(u32, &'static str),
+    /// Cannot be answered safely: end the connection.
+    Disconnect(&'static str),
+}
+
+/// Validate a request header: flags for the command, alignment, range,
+/// payload size. Pure (fuzzed through [`proto::parse_request`]).
+pub fn check(r: &proto::Request, size: u64, neg: &Negotiated) -> Check {
+    let allowed = match r.kind {
+        cmd::READ => {
+            if neg.structured {
+                cflags::DF
+            } else {
+                0
+            }
+        }
+        cmd::WRITE | cmd::TRIM => cflags::FUA,
+        cmd::WRITE_ZEROES => cflags::FUA | cflags::NO_HOLE,
+        cmd::BLOCK_STATUS => cflags::REQ_ONE,
+        cmd::FLUSH | cmd::CACHE | cmd::DISC => 0,
+        _ => return Check::Refuse(errno::EINVAL, "unknown command"),
+    };
+    if r.kind == cmd::WRITE && r.len > MAX_PAYLOAD {
+        return Check::Disconnect("write payload over the 32 MiB maximum");
+    }
+    if r.flags & !allowed != 0 {
+        return Check::Refuse(errno::EINVAL, "flag not valid for this command");
+    }
+    if matches!(r.kind, cmd::FLUSH | cmd::DISC) {
+        return Check::Ok;
+    }
+    if r.kind == cmd::READ && r.len > MAX_PAYLOAD {
+        return Check::Refuse(errno::EINVAL, "read over the 32 MiB maximum");
+    }
+    if r.kind == cmd::BLOCK_STATUS && !neg.base_allocation {
+        return Check::Refuse(errno::EINVAL, "no metadata context selected");
+    }
+    if !r.offset.is_multiple_of(SECTOR) || !u64::from(r.len).is_multiple_of(SECTOR) {
+        return Check::Refuse(errno::EINVAL, "not aligned to 512 bytes");
+    }
+    if r.offset
+        .checked_add(u64::from(r.len))
+        .is_none_or(|end| end > size)
+    {
+        let e = if matches!(r.kind, cmd::WRITE | cmd::WRITE_ZEROES) {
+            errno::ENOSPC
+        } else {
+            errno::EINVAL
+        };
+        return Check::Refuse(e, "beyond the end of the export");
+    }
+    Check::Ok
+}
+
+/// Split `(offset, len)` into ranges of at most `max` bytes.
+fn split(offset: u64, len: u64, max: u64) -> Vec<(u64, u64)> {
+    let mut v = Vec::new();
+    let mut o = offset;
+    let end = offset + len;
+    while o < end {
+        let n = (end - o).min(max);
+        v.push((o, n));
+        o += n;
+    }
+    v
+}
+
+/// Serve the transmission phase on `sock` until the client disconnects.
+pub fn transmission(
+    dev: Arc<Device>,
+    conn: Connection,
+    sock: Sock,
+    neg: Negotiated,
+    draining: Arc<AtomicBool>,
+    timing: Timing,
+    register: &dyn Fn(Stopper),
+) {
+    let shared = Arc::new(Shared {
+        state: Mutex::new(State::default()),
+        cv: Condvar::new(),
+        draining,
+    });
+    register(Stopper {
+        shared: Arc::downgrade(&shared),
+    });
+    let writer = {
+        let shared = shared.clone();
+        let dev = dev.clone();
+        let out = match sock.try_clone() {
+            Ok(s) => s,
+            Err(e) => {
+                warn!("NBD: cannot clone the connection's socket: {e}");
+                return;
+            }
+        };
+        std::thread::Builder::new()
+            .name("vssd-nbd-tx".into())
+            .spawn(move || writer_loop(&dev, &shared, out, timing))
+    };
+    let writer = match writer {
+        Ok(w) => w,
+        Err(e) => {
+            warn!("NBD: cannot start a writer thread: {e}");
+            return;
+        }
+    };
+    let r = reader_loop(&dev, &conn, &shared, &sock, &neg);
+    if let Err(e) = r {
+        debug!("NBD connection {}: {e}", conn.id());
+    }
+    shared.lock().reader_done = true;
+    shared.cv.notify_all();
+    let _ = writer.join();
+    let _ = sock.shutdown();
+}
+
+fn reader_loop(
+    dev: &Device,
+    conn: &Connection,
+    shared: &Shared,
+    sock: &Sock,
+    neg: &Negotiated,
+) -> io::Result<()> {
+    let mut input = sock.try_clone()?;
+    let qd = dev.topology().queue_depth.max(1) as usize;
+    let size = dev.capacity();
+    let max_trim = dev.topology().max_discard_range;
+    loop {
+        let mut h = [0u8; REQUEST_LEN];
+        match input.read_exact(&mut h) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
+            Err(e) => return Err(e),
+        }
+        let r = match proto::parse_request(&h) {
+            Ok(r) => r,
+            Err(e) => {
+                warn!("NBD connection {}: {e}; closing it", conn.id());
+                return Ok(());
+            }
+        };
+        // Queue depth: wait for a reply to go out before taking more.
+        {
+            let mut st = shared.lock();
+            while st.in_flight >= qd && !st.writer_dead {
+                st = shared.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+            }
+            if st.writer_dead {
+                return Ok(());
+            }
+        }
+        let structured_read = neg.structured && r.kind == cmd::READ;
+        let out = match check(&r, size, neg) {
+            Check::Disconnect(why) => {
+                warn!("NBD connection {}: {why}; closing it", conn.id());
+                return Ok(());
+            }
+            Check::Refuse(e, why) => {
+                debug!("NBD request {r:?} refused: {why}");
+                if r.kind == cmd::WRITE {
+                    // Keep in step: the payload follows anyway.
+                    io::copy(&mut (&mut input).take(u64::from(r.len)), &mut io::sink())?;
+                }
+                let op = match r.kind {
+                    cmd::READ => OpKind::Read,
+                    cmd::WRITE => OpKind::Write,
+                    cmd::TRIM => OpKind::Discard,
+                    cmd::WRITE_ZEROES => OpKind::WriteZeroes,
+                    _ => OpKind::Other,
+                };
+                let mut p = dev.begin(conn, op, 0);
+                p.fail(Status::Invalid);
+                Out {
+                    cookie: r.cookie,
+                    body: Body::Empty,
+                    errno: Some(e),
+                    structured: neg.structured && matches!(r.kind, cmd::READ | cmd::BLOCK_STATUS),
+                    pending: p,
+                }
+            }
+            Check::Ok => {
+                let fua = r.flags & cflags::FUA != 0;
+                let (body, pending) = match r.kind {
+                    cmd::READ => {
+                        let mut buf = vec![0u8; r.len as usize];
+                        let p = dev.read(conn, r.offset, &[VolatileSlice::from(&mut buf[..])]);
+                        (Body::Data(r.offset, buf), p)
+                    }
+                    cmd::WRITE => {
+                        let mut buf = vec![0u8; r.len as usize];
+                        input.read_exact(&mut buf)?;
+                        let p =
+                            dev.write(conn, r.offset, &[VolatileSlice::from(&mut buf[..])], fua);
+                        (Body::Empty, p)
+                    }
+                    cmd::FLUSH => (Body::Empty, dev.flush(conn)),
+                    cmd::TRIM => {
+                        let ranges = split(r.offset, u64::from(r.len), max_trim);
+                        (Body::Empty, dev.discard(conn, &ranges, fua))
+                    }
+                    cmd::WRITE_ZEROES => {
+                        let ranges = split(r.offset, u64::from(r.len), max_trim);
+                        let unmap = r.flags & cflags::NO_HOLE == 0;
+                        (Body::Empty, dev.write_zeroes(conn, &ranges, unmap, fua))
+                    }
+                    cmd::CACHE => (Body::Empty, dev.begin(conn, OpKind::Other, 0)),
+                    cmd::BLOCK_STATUS => {
+                        let max = if r.flags & cflags::REQ_ONE != 0 {
+                            1
+                        } else {
+                            MAX_EXTENTS
+                        };
+                        let ext = dev.allocation(r.offset, u64::from(r.len), max);
+                        let ext = ext
+                            .into_iter()
+                            .map(|(len, mapped)| {
+                                let f = if mapped { 0 } else { state::HOLE | state::ZERO };
+                                (len as u32, f)
+                            })
+                            .collect();
+                        (Body::Extents(ext), dev.begin(conn, OpKind::Other, 0))
+                    }
+                    cmd::DISC => {
+                        debug!("NBD connection {}: client disconnects", conn.id());
+                        return Ok(());
+                    }
+                    // check() refuses every other command.
+                    _ => {
+                        let mut p = dev.begin(conn, OpKind::Other, 0);
+                        p.fail(Status::Invalid);
+                        (Body::Empty, p)
+                    }
+                };
+                Out {
+                    cookie: r.cookie,
+                    body,
+                    errno: None,
+                    structured: structured_read || r.kind == cmd::BLOCK_STATUS,
+                    pending,
+                }
+            }
+        };
+        let mut st = shared.lock();
+        st.in_flight += 1;
+        let due = out.pending.due_ns();
+        st.heap.push(due, out);
+        drop(st);
+        shared.cv.notify_all();
+    }
+}
+
+/// Encode one reply.
+fn encode(o: &Out) -> Vec<u8> {
+    let err = o.errno.unwrap_or_else(|| nbd_errno(o.pending.status()));
+    if !o.structured {
+        let mut v = proto::simple_reply(err, o.cookie).to_vec();
+        if err == 0
+            && let Body::Data(_, d) = &o.body
+        {
+            v.extend(d);
+        }
+        return v;
+    }
+    if err != 0 {
+        return proto::error_chunk(o.cookie, err, "request failed");
+    }
+    match &o.body {
+        Body::Data(off, d) => {
+            let mut v = proto::chunk_header(
+                chunk::FLAG_DONE,
+                chunk::OFFSET_DATA,
+                o.cookie,
+                8 + d.len() as u32,
+            )
+            .to_vec();
+            v.extend(off.to_be_bytes());
+            v.extend(d);
+            v
+        }
+        Body::Extents(e) => proto::block_status_chunk(o.cookie, BASE_ALLOCATION_ID, e),
+        Body::Empty => proto::chunk_header(chunk::FLAG_DONE, chunk::NONE, o.cookie, 0).to_vec(),
+    }
+}
+
+/// How long a reply may wait for the client to read: a client that stops
+/// reading is disconnected after this.
+pub const SEND_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn writer_loop(dev: &Device, shared: &Shared, mut out: Sock, timing: Timing) {
+    timing.setup_thread();
+    let _ = out.set_write_timeout(Some(SEND_TIMEOUT));
+    loop {
+        let batch: Vec<Out> = {
+            let mut st = shared.lock();
+            loop {
+                let now = dev.now_ns();
+                let all = shared.draining.load(Ordering::Relaxed) || st.writer_dead;
+                let mut due = Vec::new();
+                while let Some((_, o)) = if all {
+                    st.heap.pop()
+                } else {
+                    st.heap.pop_due(now)
+                } {
+                    due.push(o);
+                }
+                if !due.is_empty() {
+                    break due;
+                }
+                if st.reader_done && st.heap.is_empty() {
+                    return;
+                }
+                st = match st.heap.next_due() {
+                    // Due within the spin margin: poll rather than sleep
+                    // (a wake-up would add its latency to the reply).
+                    Some(d) if d.saturating_sub(now) <= timing.spin_ns => {
+                        drop(st);
+                        std::hint::spin_loop();
+                        shared.lock()
+                    }
+                    Some(d) => {
+                        let wait = Duration::from_nanos(d.saturating_sub(now) - timing.spin_ns);
+                        shared
+                            .cv
+                            .wait_timeout(st, wait)
+                            .unwrap_or_else(|e| e.into_inner())
+                            .0
+                    }
+                    None => shared.cv.wait(st).unwrap_or_else(|e| e.into_inner()),
+                };
+            }
+        };
+        let n = batch.len();
+        let mut failed = false;
+        for o in batch {
+            if !failed {
+                let bytes = encode(&o);
+                if let Err(e) = out.write_all(&bytes) {
+                    debug!("NBD: sending a reply failed ({e}); closing the connection");
+                    failed = true;
+                }
+            }
+            if !failed {
+                o.pending.complete(dev.now_ns());
+            }
+            // A reply that could not be sent is dropped: counted as abandoned.
+        }
+        let mut st = shared.lock();
+        st.in_flight -= n;
+        if failed {
+            st.writer_dead = true;
+            drop(st);
+            let _ = out.shutdown();
+            shared.cv.notify_all();
+            // Drop what is still queued, then wait for the reader to stop.
+            let mut st = shared.lock();
+            while st.heap.pop().is_some() {
+                st.in_flight -= 1;
+            }
+            drop(st);
+            continue;
+        }
+        drop(st);
+        shared.cv.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn neg(structured: bool, meta: bool) -> Negotiated {
+        Negotiated {
+            structured,
+            base_allocation: meta,
+            flags: 0,
+        }
+    }
+
+    fn req(kind: u16, flags: u16, offset: u64, len: u32) -> proto::Request {
+        proto::Request {
+            flags,
+            kind,
+            cookie: 1,
+            offset,
+            len,
+        }
+    }
+
+    #[test]
+    fn requests_are_checked_like_the_spec_says() {
+        let n = neg(true, true);
+        let size = 1 << 30;
+        assert_eq!(check(&req(cmd::READ, 0, 0, 4096), size, &n), Check::Ok);
+        assert_eq!(
+            check(&req(cmd::READ, cflags::DF, 0, 4096), size, &n),
+            Check::Ok
+        );
+        assert!(matches!(
+            check(
+                &req(cmd::READ, cflags::DF, 0, 4096),
+                size,
+                &neg(false, false)
+            ),
+            Check::Refuse(errno::EINVAL, _)
+        ));
+        assert!(matches!(
+            check(&req(cmd::READ, 0, 100, 4096), size, &n),
+            Check::Refuse(errno::EINVAL, _)
+        ));
+        assert!(matches!(
+            check(&req(cmd::READ, 0, size - 512, 1024), size, &n),
+            Check::Refuse(errno::EINVAL, _)
+        ));
+        assert!(matches!(
+            check(&req(cmd::WRITE, 0, size - 512, 1024), size, &n),
+            Check::Refuse(errno::ENOSPC, _)
+        ));
+        assert!(matches!(
+            check(&req(cmd::WRITE, 0, 0, MAX_PAYLOAD + 512), size, &n),
+            Check::Disconnect(_)
+        ));
+        assert!(matches!(
+            check(&req(cmd::READ, 0, 0, MAX_PAYLOAD + 512), size, &n),
+            Check::Refuse(errno::EINVAL, _)
+        ));
+        assert!(matches!(
+            check(&req(cmd::WRITE_ZEROES, cflags::FAST_ZERO, 0, 512), size, &n),
+            Check::Refuse(errno::EINVAL, _)
+        ));
+        assert_eq!(
+            check(
+                &req(cmd::WRITE_ZEROES, cflags::NO_HOLE | cflags::FUA, 0, 512),
+                size,
+                &n
+            ),
+            Check::Ok
+        );
+        assert!(matches!(
+            check(&req(cmd::BLOCK_STATUS, 0, 0, 512), size, &neg(true, false)),
+            Check::Refuse(errno::EINVAL, _)
+        ));
+        assert!(matches!(
+            check(&req(42, 0, 0, 0), size, &n),
+            Check::Refuse(errno::EINVAL, _)
+        ));
+        assert_eq!(
+            check(&req(cmd::TRIM, 0, 0, u32::MAX - 511), size * 8, &n),
+            Check::Ok
+        );
+        assert_eq!(split(0, 5 << 30, 1 << 30).len(), 5);
+    }
+
+    proptest! {
+        /// Any header is either valid inside the export or refused; never a panic.
+        #[test]
+        fn check_never_panics_and_valid_means_inside(
+            kind in 0u16..10, flags in any::<u16>(), offset in any::<u64>(), len in any::<u32>(),
+            structured in any::<bool>(), meta in any::<bool>(),
+        ) {
+            let size = 1u64 << 30;
+            let r = req(kind, flags, offset, len);
+            if check(&r, size, &neg(structured, meta)) == Check::Ok
+                && !matches!(kind, cmd::FLUSH | cmd::DISC)
+            {
+                prop_assert!(offset + u64::from(len) <= size);
+                prop_assert_eq!(offset % 512, 0);
+            }
+        }
+    }
+}

@@ -1,0 +1,512 @@
+//! The vhost-user glue: queue events in, jobs parsed and executed
+//! ([`super::exec`]), completions out at their modelled time
+//! ([`super::queue`]).
+//!
+//! One worker thread per queue (`queues_per_thread`), each with its own
+//! timerfd registered in the worker's epoll set, so a queue's requests and
+//! its completions are handled by the same thread and queues run in
+//! parallel (`VhostUserBackend` takes `&self`; per-queue state is behind
+//! per-queue locks). A request's data I/O runs when it is popped; its
+//! used-ring entry waits in the queue's heap until the model's completion
+//! time. Requests that may block run on the slow-op thread ([`super::slow`]).
+
+use std::cell::Cell;
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+
+use log::{debug, info, warn};
+use vhost::vhost_user::message::VhostUserProtocolFeatures;
+use vhost_user_backend::{VhostUserBackend, VringRwLock, VringT};
+use virtio_queue::QueueT;
+use vm_memory::{
+    GuestAddressSpace, GuestMemoryAtomic, GuestMemoryBackend, GuestMemoryMmap, GuestMemoryRegion,
+};
+use vmm_sys_util::epoll::EventSet;
+use vmm_sys_util::event::{
+    EventConsumer, EventFlag, EventNotifier, new_event_consumer_and_notifier,
+};
+
+use super::config::{BlkConfig, ConfigSpace, WCE_OFFSET};
+use super::exec::{Done, Job, MAX_DESCS, execute};
+use super::queue::QueueSched;
+use super::request::Desc;
+use super::slow::SlowOps;
+pub use vssd_device::scheduler::Timing;
+use vssd_device::{Connection, Device, Frontend};
+
+type Mem = GuestMemoryAtomic<GuestMemoryMmap>;
+
+/// Longest a queue thread spins on near deadlines before going back to
+/// its epoll loop once (other events, shutdown).
+const SPIN_SESSION_NS: u64 = 1_000_000;
+
+struct Inner {
+    device: Arc<Device>,
+    frontend: Frontend,
+    /// Opened when the frontend acknowledges features: a client that only
+    /// connects (a liveness probe) is not counted as a connection.
+    conn: OnceLock<Connection>,
+    config: BlkConfig,
+    space: Mutex<ConfigSpace>,
+    queue_size: usize,
+    event_idx: AtomicBool,
+    mem: RwLock<Option<Mem>>,
+    queues: Vec<QueueSched>,
+    vrings: Vec<Mutex<Option<VringRwLock>>>,
+    draining: AtomicBool,
+    timing: Timing,
+    slow: SlowOps<(usize, Job)>,
+}
+
+/// The vhost-user-blk backend of one connection (clones share state).
+#[derive(Clone)]
+pub struct BlkBackend {
+    inner: Arc<Inner>,
+}
+
+thread_local! {
+    static THREAD_SET_UP: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Why a frontend's memory table is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum MemoryError {
+    /// A region's file is shorter than the region: touching its end would
+    /// kill the daemon with SIGBUS.
+    #[error(
+        "memory region at guest address {gpa:#x} ({len} bytes from file offset {offset}) \
+         extends past the end of its file ({file_len} bytes)"
+    )]
+    PastEndOfFile {
+        /// Guest physical address.
+        gpa: u64,
+        /// Region length.
+        len: u64,
+        /// Offset in the file.
+        offset: u64,
+        /// File size.
+        file_len: u64,
+    },
+    /// The file's size cannot be read.
+    #[error("memory region at guest address {gpa:#x}: cannot stat its file")]
+    Stat {
+        /// Guest physical address.
+        gpa: u64,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Check every file-backed region of `mem` against its file's size (mapped
+/// past the end of a file, an access is a SIGBUS rather than an error).
+pub fn check_regions(mem: &GuestMemoryMmap) -> Result<(), MemoryError> {
+    for r in mem.iter() {
+        let Some(fo) = r.file_offset() else { continue };
+        let gpa = r.start_addr().0;
+        let file_len = fo
+            .file()
+            .metadata()
+            .map_err(|source| MemoryError::Stat { gpa, source })?
+            .len();
+        let len = r.len();
+        let offset = fo.start();
+        if offset.checked_add(len).is_none_or(|end| end > file_len) {
+            return Err(MemoryError::PastEndOfFile {
+                gpa,
+                len,
+                offset,
+                file_len,
+            });
+        }
+    }
+    Ok(())
+}
+
+impl BlkBackend {
+    /// A backend for `device` with `num_queues` queues of up to `queue_size` entries,
+    /// accounted under `frontend`, waiting for completion times as `timing` says.
+    pub fn new(
+        device: Arc<Device>,
+        frontend: Frontend,
+        num_queues: u16,
+        queue_size: u16,
+        timing: Timing,
+    ) -> io::Result<BlkBackend> {
+        let config = BlkConfig::new(device.topology(), num_queues);
+        let queues = (0..num_queues)
+            .map(|_| QueueSched::new())
+            .collect::<io::Result<Vec<_>>>()?;
+        Ok(BlkBackend {
+            inner: Arc::new(Inner {
+                device,
+                frontend,
+                conn: OnceLock::new(),
+                space: Mutex::new(config.space),
+                config,
+                queue_size: queue_size as usize,
+                event_idx: AtomicBool::new(false),
+                mem: RwLock::new(None),
+                vrings: (0..num_queues).map(|_| Mutex::new(None)).collect(),
+                queues,
+                draining: AtomicBool::new(false),
+                timing,
+                slow: SlowOps::default(),
+            }),
+        })
+    }
+
+    fn conn(&self) -> &Connection {
+        self.inner.conn.get_or_init(|| {
+            let c = self.inner.frontend.connect("vhost-user frontend");
+            info!("frontend connected (connection {})", c.id());
+            c
+        })
+    }
+
+    /// The epoll event id of every queue's timer in its worker's epoll set.
+    pub fn timer_event_id(&self) -> u64 {
+        self.inner.queues.len() as u64 + 1
+    }
+
+    /// Raw fd of queue `q`'s timer (register it with [`Self::timer_event_id`]).
+    pub fn timer_fd(&self, q: usize) -> RawFd {
+        self.inner.queues[q].timer_fd()
+    }
+
+    /// Completions not yet delivered, all queues (slow ops included).
+    pub fn pending(&self) -> usize {
+        self.inner.queues.iter().map(QueueSched::len).sum::<usize>() + self.inner.slow.pending()
+    }
+
+    /// Deliver every pending completion now and complete new requests at
+    /// once from here on (clean shutdown).
+    pub fn drain(&self) {
+        self.inner.draining.store(true, Ordering::SeqCst);
+        for q in &self.inner.queues {
+            q.arm(&self.inner.device, true, 0);
+        }
+    }
+
+    /// Forget pending completions (the frontend is gone; their data is
+    /// already stored). They are counted as abandoned.
+    pub fn reset_pending(&self) {
+        VhostUserBackend::reset_device(self);
+    }
+
+    fn mem(&self) -> Option<Mem> {
+        self.inner
+            .mem
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn draining(&self) -> bool {
+        self.inner.draining.load(Ordering::Relaxed)
+    }
+
+    /// Execute a slow job on the slow-op thread and queue its completion.
+    fn run_slow(&self, qi: usize, job: Job) {
+        let Some(atomic) = self.mem() else { return };
+        let mem = atomic.memory();
+        let dev = &self.inner.device;
+        let done = execute(dev, self.conn(), &mem, &self.inner.config.limits, job);
+        let q = &self.inner.queues[qi];
+        q.push(done);
+        // Wake the queue thread: at the deadline, or now when draining.
+        q.arm(dev, self.draining(), self.inner.timing.spin_ns);
+    }
+
+    fn complete(&self, vring: &VringRwLock, done: Done, now_ns: u64) {
+        if let Err(e) = vring.add_used(done.head, done.used_len) {
+            warn!("add_used failed for head {}: {e:?}", done.head);
+        }
+        done.pending.complete(now_ns);
+    }
+
+    /// Deliver what is due (everything if draining). True if anything was added.
+    fn deliver_due(&self, qi: usize, vring: &VringRwLock) -> bool {
+        let now = self.inner.device.now_ns();
+        let due = self.inner.queues[qi].take_due(now, self.draining());
+        let any = !due.is_empty();
+        for d in due {
+            self.complete(vring, d, now);
+        }
+        any
+    }
+
+    /// Pop, parse and execute everything on the ring (with EVENT_IDX:
+    /// until re-enabling notifications finds nothing new), completing
+    /// inline what is due. Between requests of a batch, completions that
+    /// fell due meanwhile are delivered and signalled at once; what the
+    /// batch completed inline is signalled once at its end.
+    fn process_queue(&self, qi: usize, vring: &VringRwLock) {
+        let Some(atomic) = self.mem() else { return };
+        let event_idx = self.inner.event_idx.load(Ordering::Relaxed);
+        let dev = &self.inner.device;
+        let q = &self.inner.queues[qi];
+        let lim = &self.inner.config.limits;
+        let mut used = false;
+        let mut descs: Vec<Desc> = Vec::with_capacity(8);
+        // One memory guard for the whole batch (a new table applies from
+        // the next kick).
+        let mem = atomic.memory();
+        let mem: &GuestMemoryMmap = &mem;
+        loop {
+            if event_idx && let Err(e) = vring.disable_notification() {
+                debug!("disable_notification: {e:?}");
+            }
+            loop {
+                // Bound the guard to this statement (holding it while
+                // completing would deadlock on the vring lock).
+                let chain = vring.get_mut().get_queue_mut().pop_descriptor_chain(mem);
+                let Some(chain) = chain else { break };
+                let head = chain.head_index();
+                descs.clear();
+                descs.extend(chain.take(MAX_DESCS + 1).map(|d| Desc {
+                    addr: d.addr().0,
+                    len: d.len(),
+                    write_only: d.is_write_only(),
+                }));
+                let mut job = Job::parse(mem, head, &descs, lim);
+                if job.is_slow() {
+                    let weak = Arc::downgrade(&self.inner);
+                    match self.inner.slow.send((qi, job), move || {
+                        move |(qi, job)| match weak.upgrade() {
+                            Some(inner) => {
+                                BlkBackend { inner }.run_slow(qi, job);
+                                true
+                            }
+                            None => false,
+                        }
+                    }) {
+                        Ok(()) => continue,
+                        Err((_, j)) => job = j,
+                    }
+                }
+                let done = execute(dev, self.conn(), mem, lim, job);
+                let now = dev.now_ns();
+                if done.due_ns() <= now || self.draining() {
+                    self.complete(vring, done, now);
+                    used = true;
+                } else {
+                    q.push(done);
+                }
+                if q.next_due().is_some_and(|d| d <= now) && self.deliver_due(qi, vring) {
+                    // Completions that fell due during a long batch go out now.
+                    notify(vring);
+                    used = false;
+                }
+            }
+            if !event_idx {
+                break;
+            }
+            match vring.enable_notification() {
+                Ok(true) => continue,
+                Ok(false) => break,
+                Err(e) => {
+                    debug!("enable_notification: {e:?}");
+                    break;
+                }
+            }
+        }
+        used |= self.deliver_due(qi, vring);
+        if used {
+            notify(vring);
+        }
+    }
+
+    /// Whether the driver has made requests available that are not popped yet.
+    fn ring_has_work(&self, vring: &VringRwLock) -> bool {
+        let Some(atomic) = self.mem() else {
+            return false;
+        };
+        let mem = atomic.memory();
+        let v = vring.get_ref();
+        let queue = v.get_queue();
+        queue.ready()
+            && queue
+                .avail_idx(&*mem, Ordering::Acquire)
+                .is_ok_and(|i| i.0 != queue.next_avail())
+    }
+
+    /// Deliver what is due; while the next completion is due within the
+    /// spin margin, poll the clock (and the ring, executing new requests)
+    /// instead of sleeping; then arm the timer a spin margin early.
+    fn settle(&self, qi: usize, vring: &VringRwLock) {
+        let dev = &self.inner.device;
+        let q = &self.inner.queues[qi];
+        let spin = self.inner.timing.spin_ns;
+        let start = dev.now_ns();
+        while let Some(due) = q.next_due() {
+            let now = dev.now_ns();
+            if due <= now || self.draining() {
+                if self.deliver_due(qi, vring) {
+                    notify(vring);
+                }
+                continue;
+            }
+            if due - now > spin || now.saturating_sub(start) > SPIN_SESSION_NS {
+                break;
+            }
+            if self.ring_has_work(vring) {
+                self.process_queue(qi, vring);
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+        q.arm(dev, self.draining(), spin);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn notify(vring: &VringRwLock) {
+    match vring.needs_notification() {
+        Ok(true) => {
+            if let Err(e) = vring.signal_used_queue() {
+                debug!("signal_used_queue: {e}");
+            }
+        }
+        Ok(false) => {}
+        Err(e) => debug!("needs_notification: {e:?}"),
+    }
+}
+
+impl VhostUserBackend for BlkBackend {
+    type Bitmap = ();
+    type Vring = VringRwLock;
+
+    fn num_queues(&self) -> usize {
+        self.inner.queues.len()
+    }
+
+    fn max_queue_size(&self) -> usize {
+        self.inner.queue_size
+    }
+
+    fn features(&self) -> u64 {
+        self.inner.config.features
+    }
+
+    fn acked_features(&self, _features: u64) {
+        self.conn();
+    }
+
+    fn protocol_features(&self) -> VhostUserProtocolFeatures {
+        VhostUserProtocolFeatures::MQ
+            | VhostUserProtocolFeatures::CONFIG
+            | VhostUserProtocolFeatures::REPLY_ACK
+    }
+
+    fn reset_device(&self) {
+        for q in &self.inner.queues {
+            drop(q.take_due(0, true));
+            q.arm(&self.inner.device, false, 0);
+        }
+    }
+
+    fn set_event_idx(&self, enabled: bool) {
+        self.inner.event_idx.store(enabled, Ordering::Relaxed);
+    }
+
+    fn get_config(&self, offset: u32, size: u32) -> Vec<u8> {
+        BlkConfig::read(&lock(&self.inner.space), offset, size)
+    }
+
+    fn set_config(&self, offset: u32, buf: &[u8]) -> io::Result<()> {
+        // Only the writeback flag is writable; data is always on the
+        // backing file before completion and FLUSH syncs it either way.
+        if offset as usize == WCE_OFFSET && buf.len() == 1 {
+            lock(&self.inner.space).0.wce = buf[0].min(1);
+            Ok(())
+        } else {
+            Err(io::Error::from_raw_os_error(libc::EINVAL))
+        }
+    }
+
+    fn update_memory(&self, mem: GuestMemoryAtomic<GuestMemoryMmap>) -> io::Result<()> {
+        let checked = check_regions(&mem.memory());
+        let mut slot = self.inner.mem.write().unwrap_or_else(|e| e.into_inner());
+        match checked {
+            Ok(()) => {
+                *slot = Some(mem);
+                Ok(())
+            }
+            Err(e) => {
+                // Never touch this memory: requests wait until a valid table.
+                warn!("refusing the frontend's memory table: {e}");
+                *slot = None;
+                Err(io::Error::new(io::ErrorKind::InvalidInput, e))
+            }
+        }
+    }
+
+    fn queues_per_thread(&self) -> Vec<u64> {
+        (0..self.inner.queues.len()).map(|i| 1u64 << i).collect()
+    }
+
+    fn exit_event(&self, _thread_index: usize) -> Option<(EventConsumer, EventNotifier)> {
+        new_event_consumer_and_notifier(EventFlag::NONBLOCK | EventFlag::CLOEXEC).ok()
+    }
+
+    fn stop_vring(&self, queue_index: u32) -> io::Result<()> {
+        // The frontend is stopping the ring: complete what is pending now
+        // rather than leave the guest waiting for it.
+        let qi = queue_index as usize;
+        let (Some(q), Some(slot)) = (self.inner.queues.get(qi), self.inner.vrings.get(qi)) else {
+            return Ok(());
+        };
+        let dev = &self.inner.device;
+        let pending = q.take_due(0, true);
+        if let Some(v) = lock(slot).clone() {
+            let now = dev.now_ns();
+            let any = !pending.is_empty();
+            for d in pending {
+                self.complete(&v, d, now);
+            }
+            if any {
+                notify(&v);
+            }
+        }
+        q.arm(dev, false, 0);
+        Ok(())
+    }
+
+    fn handle_event(
+        &self,
+        device_event: u16,
+        _evset: EventSet,
+        vrings: &[VringRwLock],
+        thread_id: usize,
+    ) -> io::Result<()> {
+        THREAD_SET_UP.with(|s| {
+            if !s.get() {
+                self.inner.timing.setup_thread();
+                s.set(true);
+            }
+        });
+        let (Some(vring), Some(q)) = (vrings.first(), self.inner.queues.get(thread_id)) else {
+            return Ok(());
+        };
+        lock(&self.inner.vrings[thread_id]).get_or_insert_with(|| vring.clone());
+        if device_event == 0 {
+            self.process_queue(thread_id, vring);
+        } else if u64::from(device_event) == self.timer_event_id() {
+            q.fired();
+        }
+        self.settle(thread_id, vring);
+        Ok(())
+    }
+}
+
+/// The vring path without QEMU: a driver-side split queue in plain memory
+/// (virtio-queue's `MockSplitQueue`), the backend's event handler called
+/// directly, the used ring and the call eventfd inspected.
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,551 @@
+//! A scenario in a real guest: `vssd serve` for the scenario's bus, the
+//! test guest booted once per run of consecutive guest-side phases (real
+//! fio, `vssd surface`, blkdiscard / mkfs / fstrim, sleep), host-side
+//! phases (secure erase, precondition) through the control socket between
+//! boots. The drive is sampled every second; each phase's start and end
+//! come back on the console with the guest's clock, so the idle gaps
+//! between phases are measured too.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::BenchError;
+use super::metrics;
+use super::progress::Progress;
+use super::results::{BenchResults, DriveSample, Environment, Mode, PhaseResult, Surface};
+use super::scenario::{DEV_VAR, PhaseKind, Scenario, SurfaceOp, TrimMethod};
+use super::simrun::{sample, unix_now};
+use crate::demo::Fs;
+use crate::guest::{Guest, ensure_image};
+use crate::serve::ServeProcess;
+use vssd_ctl::protocol::{CtlRequest, PreconditionResult};
+use vssd_device::report::TrimReport;
+use vssd_model::Counters;
+
+/// Options of a guest run.
+pub struct GuestOptions {
+    /// The vssd binary (it runs `serve`, and `surface` inside the guest).
+    pub exe: std::path::PathBuf,
+    /// Scratch directory for the daemon's sockets and logs.
+    pub dir: std::path::PathBuf,
+    /// Give up on one boot after this long.
+    pub timeout: Duration,
+    /// Set by Ctrl-C.
+    pub cancel: Arc<AtomicBool>,
+    /// Expected duration of each phase (from a simulator run), s.
+    pub expected_s: Vec<f64>,
+    /// Accelerator (None: detect).
+    pub accel: Option<crate::guest::Accel>,
+}
+
+fn mkfs(fs: Fs, dev: &str, discard: bool) -> String {
+    match (fs, discard) {
+        (Fs::Ext4, true) => format!("mkfs.ext4 -q -F {dev}"),
+        (Fs::Ext4, false) => format!("mkfs.ext4 -q -F -E nodiscard {dev}"),
+        (Fs::Xfs, true) => format!("mkfs.xfs -q -f {dev}"),
+        (Fs::Xfs, false) => format!("mkfs.xfs -q -f -K {dev}"),
+        (Fs::Btrfs, true) => format!("mkfs.btrfs -q -f {dev}"),
+        (Fs::Btrfs, false) => format!("mkfs.btrfs -q -f -K {dev}"),
+        (Fs::F2fs, true) => format!("mkfs.f2fs -q -f {dev}"),
+        (Fs::F2fs, false) => format!("mkfs.f2fs -q -f -t 0 {dev}"),
+        (Fs::Vfat, _) => format!("mkfs.vfat -F 32 {dev}"),
+    }
+}
+
+/// The guest script of phases `range`.
+/// Directories the test guest mounts its own tmpfs over, hiding the
+/// host's files there.
+const HIDDEN_IN_GUEST: [&str; 3] = ["/tmp/", "/dev/shm/", "/run/"];
+
+/// A path of `exe` that the test guest can see: itself, or, for a binary
+/// under a directory the guest hides (e.g. a checkout in /tmp), a copy in
+/// a private directory under /var/tmp, removed when the guard drops.
+fn guest_visible(
+    exe: &std::path::Path,
+) -> Result<(std::path::PathBuf, Option<tempfile::TempDir>), BenchError> {
+    let shown = exe.display().to_string();
+    if !HIDDEN_IN_GUEST.iter().any(|d| shown.starts_with(d)) {
+        return Ok((exe.to_path_buf(), None));
+    }
+    let io = |e: std::io::Error| {
+        BenchError::Io(format!(
+            "{shown} is under a directory the guest does not see, and copying it to /var/tmp failed: {e}"
+        ))
+    };
+    // tempfile creates the directory with mode 0700.
+    let dir = tempfile::Builder::new()
+        .prefix("vssd-bench-exe-")
+        .tempdir_in("/var/tmp")
+        .map_err(io)?;
+    let copy = dir.path().join("vssd");
+    std::fs::copy(exe, &copy).map_err(io)?;
+    Ok((copy, Some(dir)))
+}
+
+fn script(sc: &Scenario, range: std::ops::Range<usize>, exe: &str) -> String {
+    let dev = sc.bus.guest_dev();
+    let mut s = format!("set -e\nexport {DEV_VAR}={dev}\nup() {{ cut -d' ' -f1 /proc/uptime; }}\n");
+    for i in range {
+        let p = &sc.phases[i];
+        s.push_str(&format!("echo \"@@PHASE-BEGIN {i} $(up)\"\n"));
+        match &p.kind {
+            PhaseKind::Fio { text, .. } => {
+                s.push_str(&format!(
+                    "cat > /tmp/job{i}.fio <<'VSSD_BENCH_JOB_END'\n{text}\nVSSD_BENCH_JOB_END\n\
+                     fio --output-format=json --write_bw_log=/tmp/bw{i} --log_avg_msec=1000 /tmp/job{i}.fio > /tmp/fio{i}.json\n"
+                ));
+            }
+            PhaseKind::Surface {
+                op,
+                block,
+                burst,
+                positions,
+                depth,
+            } => {
+                let op = match op {
+                    SurfaceOp::Read => "read",
+                    SurfaceOp::Write => "write",
+                };
+                s.push_str(&format!(
+                    "'{exe}' surface --device {dev} --op {op} --block {block} --burst {burst} --positions {positions} --depth {depth} --json > /tmp/surface{i}.json\n"
+                ));
+            }
+            PhaseKind::Trim {
+                method,
+                fs,
+                offset,
+                length,
+            } => match method {
+                TrimMethod::Blkdiscard if *length > 0 => {
+                    s.push_str(&format!("blkdiscard -o {offset} -l {length} {dev}\n"))
+                }
+                TrimMethod::Blkdiscard => s.push_str(&format!("blkdiscard -o {offset} {dev}\n")),
+                TrimMethod::Mkfs => s.push_str(&format!("{} >/dev/null\n", mkfs(*fs, &dev, true))),
+                TrimMethod::Fstrim => s.push_str(&format!(
+                    "{} >/dev/null\nmkdir -p /tmp/mnt{i}\nmount {dev} /tmp/mnt{i}\nfstrim -v /tmp/mnt{i}\numount /tmp/mnt{i}\n",
+                    mkfs(*fs, &dev, false)
+                )),
+            },
+            PhaseKind::Idle { seconds } => s.push_str(&format!("sleep {seconds}\n")),
+            _ => {}
+        }
+        s.push_str(&format!("echo \"@@PHASE-END {i} $(up)\"\n"));
+    }
+    // The results, after the timed part.
+    s.push_str("for f in /tmp/fio*.json /tmp/surface*.json /tmp/bw*_bw*.log; do\n  [ -e \"$f\" ] || continue\n  echo \"@@FILE $f\"\n  cat \"$f\"\n  echo\n  echo \"@@FILE-END\"\ndone\n");
+    s
+}
+
+/// Files the guest printed: path → contents.
+fn files(output: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut lines = output.lines();
+    while let Some(l) = lines.next() {
+        if let Some(path) = l.strip_prefix("@@FILE ") {
+            let mut text = String::new();
+            for l in lines.by_ref() {
+                if l == "@@FILE-END" {
+                    break;
+                }
+                text.push_str(l);
+                text.push('\n');
+            }
+            out.insert(path.trim().to_string(), text);
+        }
+    }
+    out
+}
+
+struct Snap {
+    counters: Counters,
+    trim: TrimReport,
+    /// Sum of modelled latencies of completed requests, ns.
+    modelled_ns: f64,
+    at: Instant,
+}
+
+fn snap(serve: &ServeProcess) -> Result<Snap, BenchError> {
+    let r = serve.stats()?;
+    Ok(Snap {
+        trim: r.trim_total(),
+        modelled_ns: r
+            .ops
+            .values()
+            .map(|o| o.modelled.mean_ns * o.modelled.count as f64)
+            .sum(),
+        counters: r.counters,
+        at: Instant::now(),
+    })
+}
+
+fn env(accel: Option<String>) -> Environment {
+    let first_line = |prog: &str| -> Option<String> {
+        let out = std::process::Command::new(prog)
+            .arg("--version")
+            .output()
+            .ok()?;
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .next()
+            .map(|l| l.trim().to_string())
+    };
+    Environment {
+        vssd: env!("CARGO_PKG_VERSION").into(),
+        qemu: first_line("qemu-system-x86_64"),
+        fio: first_line("fio"),
+        guest_kernel: ensure_image().ok().map(|i| i.kernel_release),
+        accel,
+        host: super::hostname(),
+        host_cpus: std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1),
+    }
+}
+
+/// Run `sc` in guests. Partial results are returned with `incomplete`
+/// set when the run stops early (Ctrl-C, a failing phase).
+pub fn run(
+    sc: &Scenario,
+    o: &GuestOptions,
+    progress: &Progress,
+) -> Result<BenchResults, BenchError> {
+    let image = ensure_image()?;
+    let accel = match o.accel {
+        Some(a) => a,
+        None => crate::guest::detect_accel(&image)?,
+    };
+    let args = [
+        "--profile".to_string(),
+        sc.profile_name.clone(),
+        "--capacity".to_string(),
+        sc.capacity.to_string(),
+        "--memory".to_string(),
+        "--realtime".to_string(),
+    ];
+    let serve = ServeProcess::start(&o.exe, &o.dir, sc.bus, 2, &args)?;
+    let start = Instant::now();
+
+    // The drive, every second.
+    let phase_now = Arc::new(AtomicUsize::new(0));
+    let samples: Arc<Mutex<Vec<DriveSample>>> = Arc::new(Mutex::new(Vec::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let (control, phase_now, samples, stop) = (
+            serve.control.clone(),
+            phase_now.clone(),
+            samples.clone(),
+            stop.clone(),
+        );
+        let bar = progress.clone();
+        std::thread::spawn(move || {
+            let mut last: Option<Counters> = None;
+            while !stop.load(Ordering::SeqCst) {
+                if let Ok(r) = vssd_ctl::stats(&control) {
+                    let c = r.counters;
+                    let prev = last.clone().unwrap_or_else(|| c.clone());
+                    let s = sample(
+                        phase_now.load(Ordering::SeqCst),
+                        start.elapsed().as_secs_f64(),
+                        &prev,
+                        &c,
+                    );
+                    bar.rate(
+                        (c.host_written_bytes + c.host_read_bytes)
+                            .saturating_sub(prev.host_written_bytes + prev.host_read_bytes)
+                            as f64,
+                    );
+                    samples.lock().unwrap_or_else(|e| e.into_inner()).push(s);
+                    last = Some(c);
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        })
+    };
+
+    let mut phases: Vec<PhaseResult> = Vec::new();
+    let mut incomplete = None;
+    // When the previous phase ended (host clock): the drive idles until the
+    // next one starts (guest boots, tool start-up), and the simulator
+    // replays these gaps.
+    let mut last_end: Option<Instant> = None;
+    // The guest runs this binary (`vssd surface`) from the host's root.
+    let (guest_exe, _exe_copy) = guest_visible(&o.exe)?;
+    let exe = guest_exe.display().to_string();
+    let new_phase = |i: usize| PhaseResult {
+        name: sc.phases[i].name.clone(),
+        kind: sc.phases[i].kind.name().into(),
+        wall_s: 0.0,
+        model_s: 0.0,
+        gap_before_s: 0.0,
+        metrics: BTreeMap::new(),
+        fio: None,
+        series: None,
+        surface: None,
+        trim: None,
+        counters_before: None,
+        counters_after: None,
+    };
+    'segments: for seg in sc.segments() {
+        if o.cancel.load(Ordering::SeqCst) {
+            incomplete = Some("interrupted".into());
+            break;
+        }
+        let first = seg.start;
+        if sc.phases[first].kind.host_side() {
+            let p = &sc.phases[first];
+            phase_now.store(first, Ordering::SeqCst);
+            progress.begin(
+                first,
+                &p.name,
+                p.kind.name(),
+                o.expected_s.get(first).copied(),
+            );
+            let before = snap(&serve)?;
+            let mut r = new_phase(first);
+            let res: Result<(), BenchError> = (|| {
+                match &p.kind {
+                    PhaseKind::SecureErase => serve.secure_erase()?,
+                    PhaseKind::Precondition { steps } => {
+                        let mut c =
+                            vssd_ctl::Client::connect(&serve.control, Duration::from_secs(60))?;
+                        let pr: PreconditionResult = c.call_typed(
+                            &CtlRequest::Precondition {
+                                steps: steps.clone(),
+                                seed: 1,
+                                progress: true,
+                            },
+                            &mut |l| {
+                                progress.fraction(
+                                    l.progress.done_bytes as f64
+                                        / l.progress.total_bytes.max(1) as f64,
+                                )
+                            },
+                        )?;
+                        r.model_s = pr.model_time_ns as f64 / 1e9;
+                    }
+                    _ => {}
+                }
+                Ok(())
+            })();
+            let after = snap(&serve)?;
+            r.wall_s = after.at.duration_since(before.at).as_secs_f64();
+            r.gap_before_s = last_end.map_or(0.0, |t| before.at.duration_since(t).as_secs_f64());
+            last_end = Some(after.at);
+            r.counters_before = Some(before.counters);
+            r.counters_after = Some(after.counters);
+            metrics::drive(&mut r);
+            progress.end(first, &r);
+            phases.push(r);
+            if let Err(e) = res {
+                incomplete = Some(format!("phase {}: {e}", p.name));
+                break;
+            }
+            continue;
+        }
+
+        // Guest-side phases: one boot.
+        let snaps: Mutex<BTreeMap<(usize, bool), Snap>> = Mutex::new(BTreeMap::new());
+        let times: Mutex<BTreeMap<(usize, bool), f64>> = Mutex::new(BTreeMap::new());
+        let failed: Mutex<Option<String>> = Mutex::new(None);
+        let on_line = |line: &str| {
+            let (begin, rest) = if let Some(r) = line.strip_prefix("@@PHASE-BEGIN ") {
+                (true, r)
+            } else if let Some(r) = line.strip_prefix("@@PHASE-END ") {
+                (false, r)
+            } else {
+                return;
+            };
+            let mut it = rest.split_whitespace();
+            let (Some(Ok(i)), Some(Ok(up))) = (
+                it.next().map(str::parse::<usize>),
+                it.next().map(str::parse::<f64>),
+            ) else {
+                return;
+            };
+            match snap(&serve) {
+                Ok(s) => {
+                    snaps
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert((i, begin), s);
+                }
+                Err(e) => *failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(e.to_string()),
+            }
+            times
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert((i, begin), up);
+            if let Some(p) = sc.phases.get(i) {
+                if begin {
+                    phase_now.store(i, Ordering::SeqCst);
+                    progress.begin(i, &p.name, p.kind.name(), o.expected_s.get(i).copied());
+                } else {
+                    progress.done(i);
+                }
+            }
+        };
+        let run = Guest::new()
+            .accel(accel)
+            .disk(serve.disk())
+            .cancel_on(o.cancel.clone())
+            .run_script_streaming(&script(sc, seg.clone(), &exe), o.timeout, on_line);
+        let run = match run {
+            Ok(r) => r,
+            Err(e) => {
+                incomplete = Some(if o.cancel.load(Ordering::SeqCst) {
+                    "interrupted".into()
+                } else {
+                    format!("guest: {e}")
+                });
+                break 'segments;
+            }
+        };
+        if let Some(e) = failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            incomplete = Some(format!("control socket: {e}"));
+        }
+        let out = files(&run.output);
+        let snaps = snaps.into_inner().unwrap_or_else(|e| e.into_inner());
+        let times = times.into_inner().unwrap_or_else(|e| e.into_inner());
+        for i in seg.clone() {
+            let mut r = new_phase(i);
+            let (Some(b), Some(e)) = (snaps.get(&(i, true)), snaps.get(&(i, false))) else {
+                incomplete.get_or_insert_with(|| {
+                    format!(
+                        "phase {} did not finish (guest exit {}):\n{}",
+                        sc.phases[i].name,
+                        run.exit_code,
+                        super::tail(&run.output, 30)
+                    )
+                });
+                break 'segments;
+            };
+            // Duration by the guest's clock (no console latency in it).
+            r.wall_s = match (times.get(&(i, true)), times.get(&(i, false))) {
+                (Some(t0), Some(t1)) => t1 - t0,
+                _ => e.at.duration_since(b.at).as_secs_f64(),
+            };
+            r.gap_before_s =
+                last_end.map_or(0.0, |t| b.at.saturating_duration_since(t).as_secs_f64());
+            last_end = Some(e.at);
+            r.counters_before = Some(b.counters.clone());
+            r.counters_after = Some(e.counters.clone());
+            // Little's law: requests in the drive on average.
+            if r.wall_s > 0.0 {
+                r.metrics.insert(
+                    "drive_qd".into(),
+                    (e.modelled_ns - b.modelled_ns).max(0.0) / (r.wall_s * 1e9),
+                );
+            }
+            match &sc.phases[i].kind {
+                PhaseKind::Fio { .. } => {
+                    if let Some(j) = out.get(&format!("/tmp/fio{i}.json")) {
+                        let start = j.find('{').unwrap_or(0);
+                        if let Ok(v) = serde_json::from_str::<serde_json::Value>(&j[start..]) {
+                            metrics::fio(&v, &mut r.metrics);
+                            r.fio = Some(v);
+                        }
+                    }
+                    let logs: Vec<String> = out
+                        .iter()
+                        .filter(|(k, _)| k.starts_with(&format!("/tmp/bw{i}_bw")))
+                        .map(|(_, v)| v.clone())
+                        .collect();
+                    r.series = Some(metrics::series_from_logs(&logs, 1000));
+                }
+                PhaseKind::Surface { .. } => {
+                    if let Some(j) = out.get(&format!("/tmp/surface{i}.json"))
+                        && let Ok(mut s) = serde_json::from_str::<Surface>(j.trim())
+                    {
+                        // The program's start-up before its first burst:
+                        // idle time for the drive, which the simulator
+                        // replays. Both clocks are the guest's boot clock.
+                        s.lead_s = match (times.get(&(i, true)), s.started_uptime_s) {
+                            (Some(t0), Some(t)) if t >= *t0 => Some(t - t0),
+                            _ => None,
+                        };
+                        metrics::surface(&s, &mut r.metrics);
+                        r.surface = Some(s);
+                    }
+                }
+                PhaseKind::Trim { .. } => {
+                    let t = e.trim.since(&b.trim);
+                    r.metrics
+                        .insert("trim_bytes".into(), t.requested_bytes as f64);
+                    r.metrics.insert("freed_bytes".into(), t.freed_bytes as f64);
+                    r.metrics.insert(
+                        "trim_cmds".into(),
+                        (t.discard_cmds + t.write_zeroes_cmds) as f64,
+                    );
+                    r.trim = Some(t);
+                }
+                _ => {}
+            }
+            metrics::drive(&mut r);
+            progress.end(i, &r);
+            phases.push(r);
+        }
+        if run.exit_code != 0 {
+            incomplete.get_or_insert_with(|| {
+                format!(
+                    "the guest script failed (exit {}):\n{}",
+                    run.exit_code,
+                    super::tail(&run.output, 30)
+                )
+            });
+            break;
+        }
+        if incomplete.is_some() {
+            break;
+        }
+    }
+    stop.store(true, Ordering::SeqCst);
+    let _ = sampler.join();
+    drop(serve);
+    let samples = Arc::try_unwrap(samples)
+        .map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()))
+        .unwrap_or_default();
+    Ok(BenchResults {
+        scenario: sc.name.clone(),
+        description: sc.description.clone(),
+        mode: Mode::Guest,
+        profile: sc.profile.name.clone(),
+        capacity: sc.capacity,
+        bus: sc.bus,
+        started_unix: unix_now(),
+        environment: env(Some(accel.name().into())),
+        phases,
+        samples,
+        expects: Vec::new(),
+        tolerance: sc.tolerance,
+        comparison: Vec::new(),
+        sim: None,
+        incomplete,
+    })
+}
+
+#[cfg(test)]
+mod exe_tests {
+    use super::*;
+
+    #[test]
+    fn a_binary_the_guest_cannot_see_is_copied_where_it_can() {
+        let (p, guard) = guest_visible(std::path::Path::new("/usr/bin/env")).unwrap();
+        assert_eq!(p, std::path::Path::new("/usr/bin/env"));
+        assert!(guard.is_none());
+        let d = tempfile::Builder::new()
+            .prefix("vssd-exe-test-")
+            .tempdir_in("/tmp")
+            .unwrap();
+        let exe = d.path().join("vssd");
+        std::fs::write(&exe, b"#!/bin/sh\n").unwrap();
+        let (p, guard) = guest_visible(&exe).unwrap();
+        assert!(p.starts_with("/var/tmp"), "{}", p.display());
+        assert_eq!(std::fs::read(&p).unwrap(), b"#!/bin/sh\n");
+        let dir = guard.unwrap();
+        let copy_dir = dir.path().to_path_buf();
+        drop(dir);
+        assert!(!copy_dir.exists());
+    }
+}

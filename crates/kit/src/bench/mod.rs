@@ -1,0 +1,594 @@
+//! `vssd bench`: the published test protocols as scenarios, run in a real
+//! guest on `vssd serve` and in the simulator, with charts, reports,
+//! assertions for CI, and the two runs side by side.
+//!
+//! - [`scenario`]: scenario files (TOML) and the built-in ones;
+//! - [`expr`]: `expect` assertions;
+//! - [`guestrun`], [`simrun`]: the two ways of running a scenario;
+//! - [`surface`]: HD Tune-style passes (`vssd surface` in the guest);
+//! - [`metrics`], [`results`]: what a run produces;
+//! - [`progress`]: bars and lines while it runs;
+//! - [`report`], [`chart`], [`compare`]: what is written and drawn.
+
+pub mod chart;
+pub mod compare;
+pub mod expr;
+pub mod guestrun;
+pub mod metrics;
+pub mod progress;
+pub mod report;
+pub mod results;
+pub mod scenario;
+pub mod simrun;
+pub mod surface;
+
+#[cfg(test)]
+mod testdata;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+
+use self::progress::Progress;
+use self::results::{BenchResults, ExpectResult, PhaseComparison};
+use self::scenario::{BUILTIN, BUILTIN_JOBS, Overrides, PhaseKind, Scenario, ScenarioError};
+use super::bus::Bus;
+use super::guest::{Accel, GuestError};
+use super::serve::ServeProcessError;
+use vssd_profile::size::parse_size;
+
+/// Errors of `vssd bench`.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// The scenario is invalid.
+    #[error(transparent)]
+    Scenario(#[from] ScenarioError),
+    /// The guest could not run.
+    #[error(transparent)]
+    Guest(#[from] GuestError),
+    /// The daemon could not run.
+    #[error(transparent)]
+    Serve(#[from] ServeProcessError),
+    /// A control request failed.
+    #[error(transparent)]
+    Ctl(#[from] vssd_ctl::CtlError),
+    /// The simulator refused something.
+    #[error("simulator: {0}")]
+    Sim(String),
+    /// Files.
+    #[error("{0}")]
+    Io(String),
+    /// Printing failed.
+    #[error("writing the output")]
+    Output(#[source] vssd_common::cli_out::StdoutError),
+    /// Expectations failed or the run did not complete.
+    #[error("{0}")]
+    Failed(String),
+    /// Bad command line.
+    #[error("{0}")]
+    Usage(String),
+}
+
+/// `vssd bench` arguments.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub cmd: BenchCmd,
+}
+
+/// `vssd bench` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum BenchCmd {
+    /// The built-in scenarios and job files.
+    List,
+    /// Print a built-in scenario (TOML to copy and edit) or job file.
+    Show {
+        /// Scenario or job file name.
+        name: String,
+    },
+    /// Run a scenario in a guest (and in the simulator, side by side).
+    Run(RunArgs),
+    /// The key tables of two runs side by side.
+    Compare {
+        /// First run's output directory.
+        a: PathBuf,
+        /// Second run's output directory.
+        b: PathBuf,
+    },
+}
+
+/// Accelerator choice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AccelArg {
+    /// KVM if a probe boot works, else TCG.
+    Auto,
+    /// KVM.
+    Kvm,
+    /// TCG.
+    Tcg,
+}
+
+/// `vssd bench run` arguments.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// A built-in scenario (`vssd bench list`) or a scenario file.
+    pub scenario: String,
+    /// Output directory (results, charts, reports).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Drive capacity instead of the scenario's (scales it: jobs are relative).
+    #[arg(long, value_parser = parse_size)]
+    pub capacity: Option<u64>,
+    /// Drive profile instead of the scenario's.
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// The guest's bus instead of the scenario's.
+    #[arg(long, value_enum)]
+    pub bus: Option<Bus>,
+    /// QEMU accelerator.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub accel: AccelArg,
+    /// Only the simulator (seconds instead of minutes).
+    #[arg(long)]
+    pub sim_only: bool,
+    /// Also write the `expect` results as JUnit XML.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Print the results as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Give up on one guest boot after this many seconds.
+    #[arg(long, default_value_t = 3600)]
+    pub timeout: u64,
+    /// Seed of the model's random choices.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// This host's name.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// The last `n` lines of `s`.
+pub fn tail(s: &str, n: usize) -> String {
+    let v: Vec<&str> = s.lines().collect();
+    v[v.len().saturating_sub(n)..].join("\n")
+}
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sigint(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+/// Ctrl-C stops the run cleanly (QEMU and the daemon stopped, partial
+/// results written); a second one exits at once.
+fn catch_interrupt() -> Arc<AtomicBool> {
+    // SAFETY: the handler only stores to an atomic (async-signal-safe).
+    unsafe {
+        libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t);
+    }
+    let flag = Arc::new(AtomicBool::new(false));
+    let f = flag.clone();
+    std::thread::spawn(move || {
+        loop {
+            if INTERRUPTED.load(Ordering::SeqCst) {
+                f.store(true, Ordering::SeqCst);
+                // SAFETY: restores the default action for a second Ctrl-C.
+                unsafe {
+                    libc::signal(libc::SIGINT, libc::SIG_DFL);
+                }
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+    flag
+}
+
+/// The throughput figure compared between guest and simulator for a phase.
+fn throughput_metric(r: &results::PhaseResult) -> Option<(&'static str, f64)> {
+    let m = &r.metrics;
+    match r.kind.as_str() {
+        "surface" => m.get("mean_bw").map(|v| ("mean_bw", *v)),
+        "fio" => {
+            let w = m.get("write_bw").copied().unwrap_or(0.0);
+            let rd = m.get("read_bw").copied().unwrap_or(0.0);
+            if w >= rd && w > 0.0 {
+                Some(("write_bw", w))
+            } else if rd > 0.0 {
+                Some(("read_bw", rd))
+            } else {
+                None
+            }
+        }
+        _ => None,
+    }
+}
+
+/// Guest vs simulator, phase by phase.
+pub fn compare_runs(guest: &BenchResults, sim: &BenchResults, tol: f64) -> Vec<PhaseComparison> {
+    guest
+        .phases
+        .iter()
+        .filter_map(|g| {
+            let (metric, gv) = throughput_metric(g)?;
+            let sp = sim.phase(&g.name)?;
+            let sv = *sp.metrics.get(metric)?;
+            // Relative to the guest's figure (bytes/s: never below 1, so finite).
+            let diff = (sv - gv) / gv.max(1.0);
+            let qd = |p: &results::PhaseResult| p.metrics.get("drive_qd").copied();
+            let guest_bound = matches!((qd(g), qd(sp)), (Some(a), Some(b)) if a < 0.5 * b);
+            Some(PhaseComparison {
+                phase: g.name.clone(),
+                metric: metric.into(),
+                guest: gv,
+                sim: sv,
+                difference: diff,
+                within: diff.abs() <= tol,
+                guest_bound,
+                after_guest_bound: false,
+            })
+        })
+        .collect()
+}
+
+/// Evaluate the scenario's `expect` phases on `r`.
+pub fn evaluate(sc: &Scenario, r: &BenchResults) -> Vec<ExpectResult> {
+    let get = |p: &str, m: &str| r.phase(p).and_then(|ph| ph.metrics.get(m)).copied();
+    sc.phases
+        .iter()
+        .filter_map(|p| match &p.kind {
+            PhaseKind::Expect { checks } => Some(checks),
+            _ => None,
+        })
+        .flatten()
+        .map(|a| {
+            let (passed, detail) = a.check(&get);
+            ExpectResult {
+                text: a.text.clone(),
+                passed,
+                detail,
+            }
+        })
+        .collect()
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// The `expect` verdicts as JUnit XML.
+pub fn junit(r: &BenchResults) -> String {
+    let failures =
+        r.expects.iter().filter(|e| !e.passed).count() + usize::from(r.incomplete.is_some());
+    let mut x = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"vssd bench {}\" tests=\"{}\" failures=\"{failures}\">\n",
+        xml_escape(&r.scenario),
+        r.expects.len() + usize::from(r.incomplete.is_some())
+    );
+    for e in &r.expects {
+        x.push_str(&format!(
+            "  <testcase classname=\"{}\" name=\"{}\"",
+            xml_escape(&r.scenario),
+            xml_escape(&e.text)
+        ));
+        if e.passed {
+            x.push_str("/>\n");
+        } else {
+            x.push_str(&format!(
+                ">\n    <failure message=\"{}\"/>\n  </testcase>\n",
+                xml_escape(&e.detail)
+            ));
+        }
+    }
+    if let Some(why) = &r.incomplete {
+        x.push_str(&format!(
+            "  <testcase classname=\"{}\" name=\"run completes\">\n    <failure message=\"{}\"/>\n  </testcase>\n",
+            xml_escape(&r.scenario),
+            xml_escape(why)
+        ));
+    }
+    x.push_str("</testsuite>\n");
+    x
+}
+
+fn summary(r: &BenchResults) -> String {
+    use std::fmt::Write as _;
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{} ({}): {} on a {} {} drive, {} bus",
+        r.scenario,
+        match r.mode {
+            results::Mode::Guest => "guest",
+            results::Mode::Sim => "simulator",
+        },
+        r.description,
+        vssd_profile::size::format_size(r.capacity),
+        r.profile,
+        r.bus
+    );
+    let _ = writeln!(
+        o,
+        "{:<18} {:<13} {:>9} {:>12} {:>12} {:>7}",
+        "phase", "kind", "time s", "figure", "MB/s", "WAF"
+    );
+    for p in &r.phases {
+        let (metric, v) = throughput_metric(p).unwrap_or(("", 0.0));
+        let _ = writeln!(
+            o,
+            "{:<18} {:<13} {:>9.1} {:>12} {:>12} {:>7}",
+            p.name,
+            p.kind,
+            p.wall_s,
+            metric,
+            if metric.is_empty() {
+                String::new()
+            } else {
+                format!("{:.1}", v / 1e6)
+            },
+            p.metrics
+                .get("waf")
+                .filter(|w| **w > 0.0)
+                .map(|w| format!("{w:.2}"))
+                .unwrap_or_default()
+        );
+    }
+    if !r.comparison.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nguest vs simulator (tolerance {:.0} %):",
+            r.tolerance * 100.0
+        );
+        for c in &r.comparison {
+            let _ = writeln!(
+                o,
+                "  {:<18} {:<9} guest {:>9.1} MB/s  sim {:>9.1} MB/s  {:+6.1} %{}",
+                c.phase,
+                c.metric,
+                c.guest / 1e6,
+                c.sim / 1e6,
+                c.difference * 100.0,
+                match c.verdict() {
+                    "within" => "",
+                    "guest-bound" =>
+                        "  (guest-bound: the emulated host, not the drive, set the guest's figure)",
+                    "after guest-bound" =>
+                        "  (after guest-bound: it starts from the state the guest's bursts left)",
+                    _ => "  (outside)",
+                }
+            );
+        }
+    }
+    for e in &r.expects {
+        let _ = writeln!(
+            o,
+            "{} {}  [{}]",
+            if e.passed { "PASS" } else { "FAIL" },
+            e.text,
+            e.detail
+        );
+    }
+    if let Some(why) = &r.incomplete {
+        let _ = writeln!(o, "INCOMPLETE: {why}");
+    }
+    o
+}
+
+/// Write `results.json`, the CSVs, the charts and the reports into `dir`.
+fn write_outputs(dir: &std::path::Path, r: &BenchResults) -> Result<(), BenchError> {
+    report::write_outputs(dir, r)
+        .map(|_| ())
+        .map_err(|e| BenchError::Io(format!("{}: {e}", dir.display())))
+}
+
+fn run_cmd(a: RunArgs) -> Result<(), BenchError> {
+    let sc = Scenario::load(
+        &a.scenario,
+        &Overrides {
+            capacity: a.capacity,
+            profile: a.profile.clone(),
+            bus: a.bus,
+        },
+    )?;
+    let cancel = catch_interrupt();
+    let progress = Progress::new(sc.phases.len(), a.json);
+    progress.say(&format!(
+        "{}: {} phases, {} on a {} drive ({} bytes), {} bus",
+        sc.name,
+        sc.phases.len(),
+        sc.profile.name,
+        vssd_profile::size::format_size(sc.capacity),
+        sc.capacity,
+        sc.bus
+    ));
+    // The simulator first: it predicts each phase's duration.
+    progress.say("simulating the scenario (model time)");
+    let predicted = simrun::run(&sc, a.seed, None, &mut |_, _| {})?;
+    let mut r = if a.sim_only {
+        predicted
+    } else {
+        let dir = tempfile::Builder::new()
+            .prefix("vssd-bench-")
+            .tempdir()
+            .map_err(|e| BenchError::Io(format!("scratch directory: {e}")))?;
+        let opts = guestrun::GuestOptions {
+            exe: std::env::current_exe().map_err(|e| BenchError::Io(e.to_string()))?,
+            dir: dir.path().to_path_buf(),
+            timeout: Duration::from_secs(a.timeout),
+            cancel: cancel.clone(),
+            expected_s: predicted.phases.iter().map(|p| p.model_s).collect(),
+            accel: match a.accel {
+                AccelArg::Auto => None,
+                AccelArg::Kvm => Some(Accel::Kvm),
+                AccelArg::Tcg => Some(Accel::Tcg),
+            },
+        };
+        let mut g = guestrun::run(&sc, &opts, &progress)?;
+        if g.incomplete.is_none() {
+            progress.say("simulating again with the guest's idle gaps between phases and bursts");
+            let mut replay = simrun::Replay::of(&g);
+            let mut s = simrun::run(&sc, a.seed, Some(&replay), &mut |_, _| {})?;
+            let mut cmp = compare_runs(&g, &s, sc.tolerance);
+            // fio phases the guest could not issue at the drive's pace:
+            // replay the guest's pace, so that the drive gets the same idle
+            // time within them and reaches the same state after them.
+            replay.pacing = g
+                .phases
+                .iter()
+                .map(|p| {
+                    let slow = cmp.iter().any(|c| c.phase == p.name && c.guest_bound);
+                    (slow && p.kind == "fio").then(|| {
+                        p.metrics.get("write_iops").copied().unwrap_or(0.0)
+                            + p.metrics.get("read_iops").copied().unwrap_or(0.0)
+                    })
+                })
+                .collect();
+            if replay.pacing.iter().any(Option::is_some) {
+                progress.say("and once more at the guest's pace where the guest could not keep up");
+                s = simrun::run(&sc, a.seed, Some(&replay), &mut |_, _| {})?;
+                cmp = compare_runs(&g, &s, sc.tolerance);
+                let paced = |name: &str| {
+                    g.phases
+                        .iter()
+                        .position(|p| p.name == name)
+                        .and_then(|i| replay.pacing.get(i).copied().flatten())
+                        .is_some()
+                };
+                let mut previous_paced = false;
+                for c in &mut cmp {
+                    if paced(&c.phase) {
+                        c.guest_bound = true;
+                    }
+                    c.after_guest_bound = previous_paced;
+                    previous_paced = paced(&c.phase);
+                }
+            }
+            g.comparison = cmp;
+            g.sim = Some(Box::new(s));
+        }
+        g
+    };
+    r.expects = evaluate(&sc, &r);
+    write_outputs(&a.out, &r)?;
+    if let Some(j) = &a.junit {
+        std::fs::write(j, junit(&r))
+            .map_err(|e| BenchError::Io(format!("{}: {e}", j.display())))?;
+    }
+    let out = if a.json {
+        serde_json::to_string_pretty(&r).unwrap_or_default() + "\n"
+    } else {
+        summary(&r) + &format!("\nresults in {}\n", a.out.display())
+    };
+    vssd_common::cli_out::print(&out).map_err(BenchError::Output)?;
+    if let Some(why) = &r.incomplete {
+        return Err(BenchError::Failed(format!(
+            "the run did not complete: {}",
+            tail(why, 5)
+        )));
+    }
+    let failed: Vec<&ExpectResult> = r.expects.iter().filter(|e| !e.passed).collect();
+    if !failed.is_empty() {
+        return Err(BenchError::Failed(format!(
+            "{} expectation(s) failed: {}",
+            failed.len(),
+            failed
+                .iter()
+                .map(|e| format!("{} [{}]", e.text, e.detail))
+                .collect::<Vec<_>>()
+                .join("; ")
+        )));
+    }
+    Ok(())
+}
+
+/// Run `vssd bench`.
+pub fn run(args: BenchArgs) -> Result<(), BenchError> {
+    match args.cmd {
+        BenchCmd::List => {
+            let mut t = String::from("scenarios:\n");
+            for (n, text) in BUILTIN {
+                let d = text
+                    .lines()
+                    .find_map(|l| l.strip_prefix("description = "))
+                    .unwrap_or("")
+                    .trim_matches('"');
+                t.push_str(&format!("  {n:<22} {d}\n"));
+            }
+            t.push_str("job files (usable by name in any scenario):\n");
+            for (n, text) in BUILTIN_JOBS {
+                let d = text
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .trim_start_matches(';')
+                    .trim();
+                t.push_str(&format!("  {n:<22} {d}\n"));
+            }
+            vssd_common::cli_out::print(&t).map_err(BenchError::Output)
+        }
+        BenchCmd::Show { name } => match scenario::builtin_text(&name) {
+            Some(t) => vssd_common::cli_out::print(t).map_err(BenchError::Output),
+            None => Err(BenchError::Usage(format!(
+                "no built-in scenario or job file {name:?} (see vssd bench list)"
+            ))),
+        },
+        BenchCmd::Run(a) => run_cmd(a),
+        BenchCmd::Compare { a, b } => {
+            let text = compare::compare_dirs(&a, &b).map_err(|e| BenchError::Io(e.to_string()))?;
+            vssd_common::cli_out::print(&text).map_err(BenchError::Output)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sim_only_trim_recovery_meets_its_expectations() {
+        let sc = Scenario::load(
+            "trim-recovery",
+            &Overrides {
+                capacity: Some(256 << 20),
+                ..Overrides::default()
+            },
+        )
+        .unwrap();
+        let mut r = simrun::run(&sc, 1, None, &mut |_, _| {}).unwrap();
+        r.expects = evaluate(&sc, &r);
+        for e in &r.expects {
+            assert!(e.passed, "{} [{}]", e.text, e.detail);
+        }
+        let x = junit(&r);
+        assert!(x.contains("tests=\"3\" failures=\"0\""), "{x}");
+    }
+
+    #[test]
+    fn a_failing_expectation_is_reported_with_its_numbers() {
+        let text = "name = \"t\"\n[drive]\nprofile = \"sata-mlc-2011\"\ncapacity = \"256M\"\n\
+            [[phase]]\nname = \"fresh\"\nkind = \"surface\"\nop = \"write\"\npositions = 8\n\
+            [[phase]]\nkind = \"expect\"\nchecks = [\"fresh.mean_bw > 1e12\"]\n";
+        let sc = Scenario::parse(text, "t.toml", None, &Overrides::default()).unwrap();
+        let mut r = simrun::run(&sc, 1, None, &mut |_, _| {}).unwrap();
+        r.expects = evaluate(&sc, &r);
+        assert!(!r.passed());
+        assert!(
+            r.expects[0].detail.contains("fresh.mean_bw = "),
+            "{}",
+            r.expects[0].detail
+        );
+        assert!(junit(&r).contains("<failure message="));
+    }
+}

@@ -1,0 +1,324 @@
+//! A scenario in the simulator: the same phases against the model in
+//! virtual time, fio job files unchanged. With the idle gaps a guest run
+//! measured between its phases replayed, the two compare like for like.
+
+use std::collections::BTreeMap;
+
+use super::BenchError;
+use super::metrics;
+use super::results::{BenchResults, DriveSample, Environment, Mode, PhaseResult};
+use super::scenario::{PhaseKind, Scenario, TrimMethod, job_for_sim};
+use super::surface;
+use crate::bus::Bus;
+use vssd_device::report::TrimReport;
+use vssd_model::{Op, Payload, PreconditionRun, Request};
+use vssd_sim::Simulation;
+
+/// Largest TRIM range the guest's block layer sends on `bus`: ATA ranges
+/// hold 65535 sectors (QEMU passes each range on), virtio-blk's limit is
+/// 1 GiB per segment, NVMe's 4 GiB.
+pub fn trim_range(bus: Bus) -> u64 {
+    match bus {
+        Bus::Sata => 65535 * 512,
+        Bus::Virtio => 1 << 30,
+        Bus::Nvme => 4 << 30,
+    }
+}
+
+/// Prepend the bandwidth-log settings both runs use: 1-second windows.
+pub fn with_bw_log(text: &str) -> String {
+    format!("[global]\nlog_avg_msec=1000\n{text}")
+}
+
+/// What a guest run measured that the simulator replays, so that the
+/// drive gets the same idle time as in the guest (its background work
+/// and its write buffer's draining depend on it). Indexed by phase.
+#[derive(Debug, Clone, Default)]
+pub struct Replay {
+    /// Idle seconds before each phase.
+    pub gaps: Vec<f64>,
+    /// I/Os per second at which the guest issued a fio phase when it could
+    /// not keep up with the drive; the simulator then issues them at that
+    /// rate too (fio's `rate_iops`, split over the job's instances).
+    pub pacing: Vec<Option<f64>>,
+    /// When the guest started each burst of a surface phase (seconds from
+    /// the start of the phase: the program's start-up, then the time
+    /// between bursts); the simulator starts none earlier.
+    pub bursts: Vec<Option<Vec<f64>>>,
+}
+
+impl Replay {
+    /// The gaps and burst start times of guest run `g` (no pacing).
+    pub fn of(g: &BenchResults) -> Replay {
+        Replay {
+            gaps: g.phases.iter().map(|p| p.gap_before_s).collect(),
+            pacing: Vec::new(),
+            bursts: g
+                .phases
+                .iter()
+                .map(|p| {
+                    let s = p.surface.as_ref()?;
+                    let lead = s.lead_s.filter(|l| l.is_finite()).unwrap_or(0.0);
+                    s.points
+                        .iter()
+                        .map(|q| q.start_s.map(|t| t + lead))
+                        .collect::<Option<Vec<f64>>>()
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Run `sc` in the simulator, with what a guest run measured replayed
+/// (`replay`), else with only the scenario's own `idle` phases.
+pub fn run(
+    sc: &Scenario,
+    seed: u64,
+    replay: Option<&Replay>,
+    progress: &mut dyn FnMut(usize, &str),
+) -> Result<BenchResults, BenchError> {
+    let mut sim = Simulation::new(&sc.profile, seed);
+    sim.set_keep_bw_series(true);
+    let mut phases: Vec<PhaseResult> = Vec::new();
+    let mut samples = Vec::new();
+    let start = sim.now_ns();
+    for (i, p) in sc.phases.iter().enumerate() {
+        progress(i, &p.name);
+        let gap = replay.and_then(|r| r.gaps.get(i).copied()).unwrap_or(0.0);
+        if gap > 0.0 {
+            sim.idle((gap * 1e9) as u64);
+        }
+        let before = sim.ssd().counters();
+        let t0 = sim.now_ns();
+        let mut r = PhaseResult {
+            name: p.name.clone(),
+            kind: p.kind.name().into(),
+            wall_s: 0.0,
+            model_s: 0.0,
+            gap_before_s: gap,
+            metrics: BTreeMap::new(),
+            fio: None,
+            series: None,
+            surface: None,
+            trim: None,
+            counters_before: Some(before.clone()),
+            counters_after: None,
+        };
+        let model_err =
+            |e: vssd_model::ModelError| BenchError::Sim(format!("phase {}: {e}", p.name));
+        match &p.kind {
+            PhaseKind::SecureErase => sim.ssd_mut().secure_erase(),
+            PhaseKind::Precondition { steps } => {
+                let steps = vssd_ctl::protocol::model_steps(steps, sc.capacity)
+                    .map_err(|e| BenchError::Sim(format!("phase {}: {e}", p.name)))?;
+                let now = sim.now_ns();
+                let mut run = PreconditionRun::new(sim.ssd(), now, &steps, seed);
+                let pr = run.advance(sim.ssd_mut(), u64::MAX).map_err(model_err)?;
+                sim.idle(pr.model_now_ns.saturating_sub(now));
+            }
+            PhaseKind::Fio { origin, text } => {
+                let mut text = with_bw_log(&job_for_sim(text));
+                if let Some(iops) = replay.and_then(|r| r.pacing.get(i).copied().flatten()) {
+                    let parsed = vssd_sim::jobfile::parse(&text, origin)
+                        .map_err(|e| BenchError::Sim(e.to_string()))?;
+                    let instances: u64 = parsed
+                        .jobs
+                        .iter()
+                        .map(|j| u64::from(j.numjobs.max(1)))
+                        .sum();
+                    let per_job = (iops / instances.max(1) as f64).round().max(1.0) as u64;
+                    text = format!("[global]\nrate_iops={per_job}\n{text}");
+                    r.metrics
+                        .insert("paced_iops".into(), (per_job * instances.max(1)) as f64);
+                }
+                let jobs = vssd_sim::jobfile::parse(&text, origin)
+                    .map_err(|e| BenchError::Sim(e.to_string()))?;
+                let report = sim
+                    .run_file(&jobs, &mut |_| {})
+                    .map_err(|e| BenchError::Sim(format!("phase {}: {e}", p.name)))?;
+                let v: serde_json::Value =
+                    serde_json::from_str(&vssd_sim::report::json(&report)).unwrap_or_default();
+                metrics::fio(&v, &mut r.metrics);
+                r.metrics
+                    .insert("drive_qd".into(), metrics::fio_queue_depth(&v));
+                r.series = Some(series_of(&report));
+                r.fio = Some(v);
+            }
+            PhaseKind::Trim {
+                method,
+                offset,
+                length,
+                ..
+            } => {
+                let cap = sc.capacity;
+                let (off, len) = match method {
+                    TrimMethod::Blkdiscard if *length > 0 => (*offset, *length),
+                    TrimMethod::Blkdiscard => (*offset, cap - offset),
+                    // mkfs discards the whole device first; a fresh
+                    // filesystem's fstrim trims (nearly) all of it too.
+                    TrimMethod::Mkfs | TrimMethod::Fstrim => (0, cap),
+                };
+                let mut audit = TrimReport::default();
+                let step = trim_range(sc.bus);
+                let mut now = sim.now_ns();
+                let mut at = off;
+                while at < off + len {
+                    let n = step.min(off + len - at);
+                    let (mapped, unmapped) = sim.ssd().unit_census(at, n);
+                    let ub = sim.ssd().unit_bytes();
+                    audit.discard_cmds += 1;
+                    audit.requested_bytes += n;
+                    audit.freed_bytes += mapped * ub;
+                    audit.already_unmapped_bytes += unmapped * ub;
+                    let c = sim
+                        .ssd_mut()
+                        .submit(
+                            now,
+                            &Request {
+                                op: Op::Trim,
+                                offset: at,
+                                len: n,
+                                payload: Payload::Unknown,
+                            },
+                        )
+                        .map_err(model_err)?;
+                    now = now.max(c.done_ns);
+                    at += n;
+                }
+                sim.idle(now.saturating_sub(sim.now_ns()));
+                r.metrics
+                    .insert("trim_bytes".into(), audit.requested_bytes as f64);
+                r.metrics
+                    .insert("freed_bytes".into(), audit.freed_bytes as f64);
+                r.metrics
+                    .insert("trim_cmds".into(), audit.discard_cmds as f64);
+                r.trim = Some(audit);
+            }
+            PhaseKind::Surface {
+                op,
+                block,
+                burst,
+                positions,
+                depth,
+            } => {
+                let mut now = sim.now_ns();
+                let pass = surface::Pass {
+                    op: *op,
+                    block: *block,
+                    burst: *burst,
+                    positions: *positions,
+                    depth: *depth,
+                };
+                let starts = replay
+                    .and_then(|r| r.bursts.get(i))
+                    .and_then(Option::as_deref);
+                let s = surface::run_model(sim.ssd_mut(), &mut now, &pass, starts)
+                    .map_err(model_err)?;
+                sim.idle(now.saturating_sub(sim.now_ns()));
+                metrics::surface(&s, &mut r.metrics);
+                r.metrics.insert("drive_qd".into(), f64::from(*depth));
+                r.surface = Some(s);
+            }
+            PhaseKind::Idle { seconds } => sim.idle((seconds * 1e9) as u64),
+            PhaseKind::Expect { .. } => {}
+        }
+        r.model_s = (sim.now_ns() - t0) as f64 / 1e9;
+        r.wall_s = r.model_s;
+        let after = sim.ssd().counters();
+        samples.push(sample(
+            i,
+            (sim.now_ns() - start) as f64 / 1e9,
+            &before,
+            &after,
+        ));
+        r.counters_after = Some(after);
+        metrics::drive(&mut r);
+        phases.push(r);
+    }
+    Ok(BenchResults {
+        scenario: sc.name.clone(),
+        description: sc.description.clone(),
+        mode: Mode::Sim,
+        profile: sc.profile.name.clone(),
+        capacity: sc.capacity,
+        bus: sc.bus,
+        started_unix: unix_now(),
+        environment: Environment {
+            vssd: env!("CARGO_PKG_VERSION").into(),
+            host: super::hostname(),
+            host_cpus: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
+            ..Environment::default()
+        },
+        phases,
+        samples,
+        expects: Vec::new(),
+        tolerance: sc.tolerance,
+        comparison: Vec::new(),
+        sim: None,
+        incomplete: None,
+    })
+}
+
+fn series_of(report: &vssd_sim::RunReport) -> super::results::Series {
+    use vssd_sim::Dir;
+    let mut read: BTreeMap<u64, f64> = BTreeMap::new();
+    let mut write: BTreeMap<u64, f64> = BTreeMap::new();
+    let base = report.start_ns;
+    for j in &report.jobs {
+        let offset_ms = j.start_ns.saturating_sub(base) / 1_000_000;
+        for s in &j.bw_log {
+            let slot = (offset_ms + s.msec).saturating_sub(1) / 1000;
+            let b = s.kib_s as f64 * 1024.0;
+            match s.dir {
+                Dir::Read => *read.entry(slot).or_default() += b,
+                Dir::Write => *write.entry(slot).or_default() += b,
+                _ => {}
+            }
+        }
+    }
+    let to_vec = |m: &BTreeMap<u64, f64>| -> Vec<f64> {
+        let n = m.keys().max().map(|k| k + 1).unwrap_or(0);
+        (0..n).map(|i| m.get(&i).copied().unwrap_or(0.0)).collect()
+    };
+    super::results::Series {
+        interval_s: 1.0,
+        read_bytes_s: to_vec(&read),
+        write_bytes_s: to_vec(&write),
+    }
+}
+
+/// A drive sample from counters at the start and end of an interval.
+pub fn sample(
+    phase: usize,
+    t_s: f64,
+    a: &vssd_model::Counters,
+    b: &vssd_model::Counters,
+) -> DriveSample {
+    let host = b.host_written_bytes.saturating_sub(a.host_written_bytes);
+    let nand = b
+        .nand_bytes_programmed
+        .saturating_sub(a.nand_bytes_programmed);
+    DriveSample {
+        t_s,
+        phase,
+        waf: if host > 0 {
+            nand as f64 / host as f64
+        } else {
+            0.0
+        },
+        free_blocks: b.free_blocks,
+        total_blocks: b.total_blocks,
+        host_written_bytes: b.host_written_bytes,
+        nand_bytes_programmed: b.nand_bytes_programmed,
+    }
+}
+
+/// Now, Unix seconds.
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}

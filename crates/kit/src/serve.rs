@@ -1,0 +1,168 @@
+//! A `vssd serve` child process for the kit (demo, scenarios): started
+//! with its sockets in a private scratch directory, for one bus; stopped
+//! with SIGTERM when dropped, however the caller ends.
+
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::bus::Bus;
+use super::guest::Disk;
+use vssd_ctl::protocol::{CtlRequest, StatsReport};
+
+/// Errors starting or talking to the daemon.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeProcessError {
+    /// Starting it failed.
+    #[error("cannot start {exe}: {source}")]
+    Spawn {
+        /// The program.
+        exe: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// It exited or never listened.
+    #[error("vssd serve {0}")]
+    NotReady(String),
+    /// A control request failed.
+    #[error(transparent)]
+    Ctl(#[from] vssd_ctl::CtlError),
+}
+
+/// A running `vssd serve`.
+pub struct ServeProcess {
+    child: Child,
+    /// Its scratch directory (sockets, log).
+    pub dir: PathBuf,
+    /// The vhost-user socket (virtio bus).
+    pub vhost: PathBuf,
+    /// The NBD socket (sata, nvme buses).
+    pub nbd: PathBuf,
+    /// The control socket.
+    pub control: PathBuf,
+    /// Its standard error.
+    pub log: PathBuf,
+    bus: Bus,
+    queues: u16,
+}
+
+impl ServeProcess {
+    /// Start `exe serve` for `bus` with `args` (profile, capacity, data...),
+    /// its sockets in `dir` (which must exist and be private).
+    pub fn start(
+        exe: &Path,
+        dir: &Path,
+        bus: Bus,
+        queues: u16,
+        args: &[String],
+    ) -> Result<ServeProcess, ServeProcessError> {
+        let vhost = dir.join("vhost.sock");
+        let nbd = dir.join("nbd.sock");
+        let control = dir.join("control.sock");
+        let log = dir.join("serve.log");
+        let logf = std::fs::File::create(&log).map_err(|source| ServeProcessError::Spawn {
+            exe: exe.into(),
+            source,
+        })?;
+        let mut cmd = Command::new(exe);
+        cmd.arg("serve").arg("--control").arg(&control);
+        if bus.uses_nbd() {
+            cmd.arg("--nbd").arg(format!("unix:{}", nbd.display()));
+        } else {
+            cmd.arg("--socket")
+                .arg(&vhost)
+                .args(["--queues", &queues.to_string()]);
+        }
+        let child = cmd
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(logf)
+            .spawn()
+            .map_err(|source| ServeProcessError::Spawn {
+                exe: exe.into(),
+                source,
+            })?;
+        let mut p = ServeProcess {
+            child,
+            dir: dir.into(),
+            vhost,
+            nbd,
+            control,
+            log,
+            bus,
+            queues,
+        };
+        p.wait_ready()?;
+        Ok(p)
+    }
+
+    fn wait_ready(&mut self) -> Result<(), ServeProcessError> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let listen = if self.bus.uses_nbd() {
+            self.nbd.clone()
+        } else {
+            self.vhost.clone()
+        };
+        while Instant::now() < deadline {
+            if listen.exists() && UnixStream::connect(&self.control).is_ok() {
+                return Ok(());
+            }
+            if let Ok(Some(st)) = self.child.try_wait() {
+                let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+                return Err(ServeProcessError::NotReady(format!(
+                    "exited early ({st}): {}",
+                    log.trim()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Err(ServeProcessError::NotReady(
+            "did not create its sockets within 30 s".into(),
+        ))
+    }
+
+    /// The disk to attach to the guest.
+    pub fn disk(&self) -> Disk {
+        self.bus.disk(&self.vhost, &self.nbd, self.queues)
+    }
+
+    /// The drive's statistics.
+    pub fn stats(&self) -> Result<StatsReport, ServeProcessError> {
+        Ok(vssd_ctl::stats(&self.control)?)
+    }
+
+    /// Back to a fresh drive.
+    pub fn secure_erase(&self) -> Result<(), ServeProcessError> {
+        vssd_ctl::request(&self.control, &CtlRequest::SecureErase)?;
+        Ok(())
+    }
+
+    /// SIGTERM and wait (5 s, then SIGKILL). True if it exited 0.
+    pub fn stop(&mut self) -> bool {
+        // SAFETY: kill(2) on our own child's pid, no memory involved.
+        unsafe {
+            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                return st.success();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        false
+    }
+}
+
+impl Drop for ServeProcess {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.stop();
+        }
+    }
+}

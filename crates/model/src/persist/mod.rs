@@ -1,0 +1,654 @@
+//! Saving and loading the FTL state (`vssd serve --state-dir`).
+//!
+//! Format version 3 (see `VERSION`), all integers little-endian:
+//!
+//! ```text
+//! header   "VSSDFTL\0" | version u32 | CRC-32 of those 12 bytes (u32)
+//! frames   len u32 | payload (len ≤ 1 MiB) | CRC-32 of (frame index u32, len, payload)
+//!          ... a frame of length 0 ends the file; nothing may follow it.
+//! ```
+//!
+//! The frames carry one byte stream, and no byte of it is interpreted
+//! before the checksum of its frame has been verified: any damage
+//! (a flipped byte anywhere, a truncation at any point, trailing data,
+//! frames lost or swapped) is reported as damage, never as "another
+//! profile" or a wrong version. The stream holds:
+//!
+//! - the profile's geometry as TOML (compared with the current profile),
+//!   seed, write cursor, the 16 cumulative counters;
+//! - per block: erase count, state, time of last program;
+//! - per die: host and GC write points, free list;
+//! - the mapping table (logical → physical) in chunks of 4096 entries, each
+//!   chunk as whichever is smaller: "all unmapped" (one byte), runs
+//!   (`len`, `first`: LEB128; `first` = 0 for unmapped, else consecutive
+//!   values from `first`), or the packed entries as they are in memory.
+//!
+//! The reverse map, valid counts and mapped-unit count follow from the
+//! mapping table and are rebuilt on load, then every invariant is checked.
+//! So a fresh or trimmed drive saves in a few KiB, a sequentially written
+//! one in a fraction of its table, and a randomly written one in at most
+//! its in-memory mapping table plus 1 byte per 4096 entries. Timelines are
+//! not saved: a loaded drive starts idle.
+//!
+//! Version 1 files (vssd before this format) are refused with a message
+//! saying so.
+
+use std::collections::VecDeque;
+use std::io::{self, Read, Write};
+
+use thiserror::Error;
+
+use self::frames::{FrameReader, FrameWriter, encode_runs, read_full};
+use super::packed::PackedVec;
+use super::ssd::{BlockState, NONE, Raw, Ssd};
+use super::write_point::Stream;
+use vssd_profile::Profile;
+
+mod frames;
+
+const MAGIC: &[u8; 8] = b"VSSDFTL\0";
+const VERSION: u32 = 3;
+/// Largest frame payload.
+const FRAME_MAX: usize = 1 << 20;
+/// Longest geometry text accepted.
+const GEOMETRY_MAX: usize = 1 << 16;
+/// Mapping-table entries per chunk: a multiple of 64, so a chunk is a
+/// whole number of packed words.
+const CHUNK: usize = 4096;
+
+const TAG_UNMAPPED: u8 = 0;
+const TAG_RUNS: u8 = 1;
+const TAG_PACKED: u8 = 2;
+
+/// Errors loading a saved drive state.
+#[derive(Debug, Error)]
+pub enum PersistError {
+    /// Reading the state failed.
+    #[error("I/O error reading drive state: {0}")]
+    Io(#[from] std::io::Error),
+    /// Checksum, magic, length or structure is wrong: the file is damaged
+    /// (or is not a drive state at all).
+    #[error("drive state is damaged: {0}")]
+    Corrupt(String),
+    /// An intact state saved by a drive with another profile or geometry.
+    #[error("drive state was saved with a different profile: {0}")]
+    ProfileMismatch(String),
+    /// An intact state in another format version.
+    #[error(
+        "drive state format version {found} is not supported: this vssd reads version \
+         {expected}{}",
+        if *found < *expected { " (the file was written by an older vssd)" } else { " (the file was written by a newer vssd)" }
+    )]
+    Version {
+        /// Version in the file.
+        found: u32,
+        /// Version this build reads.
+        expected: u32,
+    },
+}
+
+pub(super) fn corrupt(what: impl Into<String>) -> PersistError {
+    PersistError::Corrupt(what.into())
+}
+
+// ---------------------------------------------------------------- contents
+
+fn geometry_text(p: &Profile) -> io::Result<String> {
+    toml::to_string(&p.geometry).map_err(io::Error::other)
+}
+
+/// Counters in the state file: format 2 had the first 16.
+const RAW_FIELDS: usize = 24;
+
+fn raw_fields(r: &Raw) -> [u64; RAW_FIELDS] {
+    [
+        r.host_read_bytes,
+        r.host_written_bytes,
+        r.host_trimmed_bytes,
+        r.host_read_cmds,
+        r.host_write_cmds,
+        r.host_trim_cmds,
+        r.host_flush_cmds,
+        r.nand_pages_read,
+        r.nand_pages_programmed,
+        r.nand_bytes_programmed,
+        r.erases,
+        r.gc_copies,
+        r.fg_gc_victims,
+        r.bg_gc_victims,
+        r.rmw_reads,
+        r.buffer_stall_ns,
+        r.host_reduced_bytes,
+        r.trim_dropped_units,
+        r.merges_switch,
+        r.merges_partial,
+        r.merges_full,
+        r.merge_copies,
+        r.slc_units_written,
+        r.slc_units_folded,
+    ]
+}
+
+fn raw_from(f: &[u64; RAW_FIELDS]) -> Raw {
+    Raw {
+        host_read_bytes: f[0],
+        host_written_bytes: f[1],
+        host_trimmed_bytes: f[2],
+        host_read_cmds: f[3],
+        host_write_cmds: f[4],
+        host_trim_cmds: f[5],
+        host_flush_cmds: f[6],
+        nand_pages_read: f[7],
+        nand_pages_programmed: f[8],
+        nand_bytes_programmed: f[9],
+        erases: f[10],
+        gc_copies: f[11],
+        fg_gc_victims: f[12],
+        bg_gc_victims: f[13],
+        rmw_reads: f[14],
+        buffer_stall_ns: f[15],
+        host_reduced_bytes: f[16],
+        trim_dropped_units: f[17],
+        merges_switch: f[18],
+        merges_partial: f[19],
+        merges_full: f[20],
+        merge_copies: f[21],
+        slc_units_written: f[22],
+        slc_units_folded: f[23],
+    }
+}
+
+/// The profile sections that shape the saved state besides the geometry
+/// (mapping policy, data reduction, SLC cache), as TOML.
+fn period_text(p: &Profile) -> io::Result<String> {
+    #[derive(serde::Serialize)]
+    struct Shape<'a> {
+        mapping: &'a vssd_profile::Mapping,
+        reduction: &'a vssd_profile::Reduction,
+        slc_cache: &'a vssd_profile::SlcCache,
+    }
+    toml::to_string(&Shape {
+        mapping: &p.mapping,
+        reduction: &p.reduction,
+        slc_cache: &p.slc_cache,
+    })
+    .map_err(io::Error::other)
+}
+
+/// Whether a drive with `p` has state that format 2 did not save.
+fn needs_v3(p: &Profile) -> bool {
+    p.mapping != Default::default()
+        || p.reduction != Default::default()
+        || p.slc_cache != Default::default()
+        || p.trim.deferred_release
+}
+
+impl Ssd {
+    /// Write the FTL state (versioned, checksummed, the mapping table
+    /// compacted). Timelines are not saved.
+    /// Refuses (an error, nothing written) while the model is
+    /// [damaged](Ssd::damaged).
+    pub fn save<W: Write>(&self, mut w: W) -> io::Result<()> {
+        if let Some(what) = self.damaged {
+            return Err(io::Error::other(format!(
+                "the drive model is damaged ({what}); its state is not saved"
+            )));
+        }
+        let geometry = geometry_text(&self.profile)?;
+        let mut head = [0u8; 16];
+        head[..8].copy_from_slice(MAGIC);
+        head[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        let crc = crc32fast::hash(&head[..12]);
+        head[12..].copy_from_slice(&crc.to_le_bytes());
+        w.write_all(&head)?;
+
+        let mut f = FrameWriter::new(w);
+        f.u32(geometry.len() as u32)?;
+        f.put(geometry.as_bytes())?;
+        let period = period_text(&self.profile)?;
+        f.u32(period.len() as u32)?;
+        f.put(period.as_bytes())?;
+        f.u64(self.seed)?;
+        f.u32(self.cursor)?;
+        f.u32(RAW_FIELDS as u32)?;
+        for v in raw_fields(&self.raw) {
+            f.u64(v)?;
+        }
+        let nblocks = self.valid.len();
+        f.u32(nblocks as u32)?;
+        for &e in &self.erase_count {
+            f.u32(e)?;
+        }
+        // A victim being collected is saved as a full block: the collection
+        // simply restarts after a load.
+        for &st in &self.state {
+            f.u8(if st == BlockState::Victim as u8 {
+                BlockState::Full as u8
+            } else {
+                st
+            })?;
+        }
+        for &t in &self.last_write {
+            f.u64(t)?;
+        }
+        f.u32(self.free.len() as u32)?;
+        for d in 0..self.free.len() {
+            f.wp(self.wp(Stream::Host, d))?;
+            f.wp(self.wp(Stream::Gc, d))?;
+            f.u32(self.free[d].len() as u32)?;
+            for &b in &self.free[d] {
+                f.u32(b)?;
+            }
+        }
+
+        // The mapping table, chunk by chunk.
+        let t = &self.l2p;
+        let width = t.width() as usize;
+        let words = t.data_words();
+        let mut runs = Vec::new();
+        let mut bytes = Vec::new();
+        for (c, lo) in (0..t.len()).step_by(CHUNK).enumerate() {
+            let hi = (lo + CHUNK).min(t.len());
+            let w0 = c * CHUNK / 64 * width;
+            let chunk_words = &words[w0..(w0 + CHUNK / 64 * width).min(words.len())];
+            if chunk_words.iter().all(|&x| x == 0) {
+                f.u8(TAG_UNMAPPED)?;
+            } else if encode_runs(t, lo, hi, chunk_words.len() * 8, &mut runs) {
+                f.u8(TAG_RUNS)?;
+                f.put(&runs)?;
+            } else {
+                f.u8(TAG_PACKED)?;
+                bytes.clear();
+                for x in chunk_words {
+                    bytes.extend_from_slice(&x.to_le_bytes());
+                }
+                f.put(&bytes)?;
+            }
+        }
+        self.save_period(&mut f)?;
+        f.finish()?;
+        Ok(())
+    }
+
+    /// Format 3's tail: the period mechanisms' state.
+    fn save_period<W: Write>(&self, f: &mut FrameWriter<W>) -> io::Result<()> {
+        if !self.slc_mode.is_empty() {
+            let flags: Vec<u8> = self.slc_mode.iter().map(|&m| m as u8).collect();
+            f.put(&flags)?;
+        }
+        if !self.bcap.is_empty() {
+            for &c in &self.bcap {
+                f.u32(c)?;
+            }
+            f.put(&self.csize)?;
+        }
+        if self.geo.deferred_release {
+            for &w in self.pending.words() {
+                f.u64(w)?;
+            }
+            f.u32(self.release_q.len() as u32)?;
+            for &(lo, hi) in &self.release_q {
+                f.u64(lo)?;
+                f.u64(hi)?;
+            }
+            f.u64(self.release_credit.to_bits())?;
+        }
+        if let Some(h) = self.hy.as_deref() {
+            for &d in &h.data {
+                f.u32(d)?;
+            }
+            let dirty: Vec<u8> = h.dirty.iter().map(|&d| d as u8).collect();
+            f.put(&dirty)?;
+            f.u32(h.order.len() as u32)?;
+            for &li in &h.order {
+                let Some(Some(l)) = h.logs.get(li as usize) else {
+                    return Err(io::Error::other(
+                        "hybrid: reclaim order names an unused log",
+                    ));
+                };
+                f.u32(l.psb)?;
+                f.u32(l.next)?;
+                f.u8(l.seq as u8)?;
+                f.u8((h.rand_log == li) as u8)?;
+                f.u32(l.lsbs.len() as u32)?;
+                for &x in &l.lsbs {
+                    f.u32(x)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Load a state saved by [`Ssd::save`] for a drive with `profile`'s
+    /// geometry. Refuses (never silently resets) a damaged or foreign file.
+    pub fn load<R: Read>(profile: &Profile, mut r: R) -> Result<Ssd, PersistError> {
+        let mut head = [0u8; 16];
+        read_full(&mut r, &mut head, "header")?;
+        if &head[..8] != MAGIC {
+            return Err(corrupt("not a vssd drive state (bad magic)"));
+        }
+        let version = u32::from_le_bytes([head[8], head[9], head[10], head[11]]);
+        let crc = u32::from_le_bytes([head[12], head[13], head[14], head[15]]);
+        if crc != crc32fast::hash(&head[..12]) {
+            // Version 1 had no header checksum: its bytes 12..16 are data.
+            if version == 1 {
+                return Err(PersistError::Version {
+                    found: 1,
+                    expected: VERSION,
+                });
+            }
+            return Err(corrupt("header checksum mismatch"));
+        }
+        // Format 2 (no period state) still loads for a drive that has none.
+        let v2 = version == 2 && !needs_v3(profile);
+        if version != VERSION && !v2 {
+            return Err(PersistError::Version {
+                found: version,
+                expected: VERSION,
+            });
+        }
+
+        let mut f = FrameReader::new(r);
+        let n = f.u32()? as usize;
+        if n > GEOMETRY_MAX {
+            return Err(corrupt("geometry text too long"));
+        }
+        let mut geometry = vec![0u8; n];
+        f.take(&mut geometry)?;
+        let expected = geometry_text(profile)?;
+        if geometry != expected.as_bytes() {
+            return Err(PersistError::ProfileMismatch(format!(
+                "saved geometry:\n{}\ncurrent geometry:\n{}",
+                String::from_utf8_lossy(&geometry),
+                expected
+            )));
+        }
+        if !v2 {
+            let n = f.u32()? as usize;
+            if n > GEOMETRY_MAX {
+                return Err(corrupt("profile text too long"));
+            }
+            let mut text = vec![0u8; n];
+            f.take(&mut text)?;
+            let expected = period_text(profile)?;
+            if text != expected.as_bytes() {
+                return Err(PersistError::ProfileMismatch(format!(
+                    "saved mapping, reduction and SLC cache:\n{}\ncurrent:\n{}",
+                    String::from_utf8_lossy(&text),
+                    expected
+                )));
+            }
+        }
+        let seed = f.u64()?;
+        let mut ssd = Ssd::new(profile, seed);
+        let g = ssd.geo.clone();
+        let cursor = f.u32()?;
+        let nraw = if v2 { 16 } else { f.u32()? as usize };
+        if nraw != if v2 { 16 } else { RAW_FIELDS } {
+            return Err(corrupt("unexpected number of counters"));
+        }
+        let mut raw = [0u64; RAW_FIELDS];
+        for v in raw.iter_mut().take(nraw) {
+            *v = f.u64()?;
+        }
+        let nblocks = ssd.valid.len();
+        if f.u32()? as usize != nblocks {
+            return Err(corrupt("block count does not match the geometry"));
+        }
+        for e in &mut ssd.erase_count {
+            *e = f.u32()?;
+        }
+        for s in &mut ssd.state {
+            *s = f.u8()?;
+            let ok = match BlockState::from_u8(*s) {
+                Some(BlockState::Free | BlockState::Open | BlockState::Full) => true,
+                Some(BlockState::Mapped) => g.hybrid,
+                // Which blocks are retired is checked against the geometry below.
+                Some(BlockState::Retired) => true,
+                _ => false,
+            };
+            if !ok {
+                return Err(corrupt("unknown block state"));
+            }
+        }
+        for t in &mut ssd.last_write {
+            *t = f.u64()?;
+        }
+        if f.u32()? != g.dies {
+            return Err(corrupt("die count does not match the geometry"));
+        }
+        for d in 0..g.dies as usize {
+            let host = f.wp(v2)?;
+            let gc = f.wp(v2)?;
+            for wp in [host, gc] {
+                let inside = wp.block == NONE
+                    || ((wp.block as usize) < nblocks
+                        && g.die_of_block(wp.block) as usize == d
+                        && wp.page < g.pages_per_block
+                        && wp.slot < g.units_per_dpage);
+                if !inside {
+                    return Err(corrupt("write point outside its die"));
+                }
+            }
+            ssd.wps[d] = [host, gc];
+            let n = f.u32()?;
+            if n > g.blocks_per_die {
+                return Err(corrupt("free list longer than a die"));
+            }
+            let mut list = VecDeque::with_capacity(n as usize);
+            for _ in 0..n {
+                let b = f.u32()?;
+                if b as usize >= nblocks || g.die_of_block(b) as usize != d {
+                    return Err(corrupt("free list names a block of another die"));
+                }
+                list.push_back(b);
+            }
+            ssd.free[d] = list;
+        }
+        if cursor >= g.dies {
+            return Err(corrupt("write cursor outside the geometry"));
+        }
+        ssd.cursor = cursor;
+        ssd.raw = raw_from(&raw);
+        let chunks = read_mapping(&mut f, &mut ssd.l2p, g.physical_units)?;
+        if !v2 {
+            ssd.load_period(&mut f)?;
+        }
+        f.finish()?;
+
+        // The reverse map, valid counts and mapped units follow from the
+        // mapping table (only chunks with mapped units need a look); two
+        // units at one physical place is damage. This makes the mapping
+        // consistent by construction: what is left to check is the rest.
+        let mut mapped = 0u64;
+        for c in chunks {
+            let lo = c * CHUNK;
+            for lpn in lo..(lo + CHUNK).min(ssd.l2p.len()) {
+                let e = ssd.l2p.get(lpn);
+                if e == 0 {
+                    continue;
+                }
+                let ppn = e - 1;
+                if ppn >= g.physical_units {
+                    return Err(corrupt(format!("unit {lpn} maps outside the NAND")));
+                }
+                if ssd.live.get(ppn) {
+                    return Err(corrupt(format!("two units map to physical unit {ppn}")));
+                }
+                ssd.set_live(ppn, lpn as u64);
+                ssd.valid[g.block_of_ppn(ppn) as usize] += 1;
+                mapped += 1;
+            }
+        }
+        ssd.mapped_units = mapped;
+        ssd.rebuild_buckets();
+        // Block ages are relative to the old run's clock; restart them at 0.
+        let base = ssd.last_write.iter().copied().max().unwrap_or(0);
+        for t in &mut ssd.last_write {
+            *t = t.saturating_sub(base);
+        }
+        ssd.check_shapes()
+            .and_then(|()| ssd.check_blocks())
+            .and_then(|()| ssd.check_period())
+            .map_err(|e| corrupt(format!("inconsistent FTL state: {e}")))?;
+        Ok(ssd)
+    }
+}
+
+impl Ssd {
+    /// Format 3's tail (see [`Ssd::save_period`]); checked afterwards by
+    /// the invariants.
+    fn load_period<R: Read>(&mut self, f: &mut FrameReader<R>) -> Result<(), PersistError> {
+        let nblocks = self.valid.len();
+        if !self.slc_mode.is_empty() {
+            let mut flags = vec![0u8; nblocks];
+            f.take(&mut flags)?;
+            if flags.iter().any(|&x| x > 1) {
+                return Err(corrupt("bad SLC flag"));
+            }
+            self.slc_mode = flags.iter().map(|&x| x == 1).collect();
+            self.slc_blocks = self.slc_mode.iter().filter(|&&m| m).count() as u64;
+        }
+        if !self.bcap.is_empty() {
+            for c in &mut self.bcap {
+                *c = f.u32()?;
+                if *c > self.geo.units_per_block {
+                    return Err(corrupt("block slot count beyond the block"));
+                }
+            }
+            f.take(&mut self.csize)?;
+        }
+        if self.geo.deferred_release {
+            for w in self.pending.words_mut() {
+                *w = f.u64()?;
+            }
+            self.pending_units = self.pending.count_ones();
+            let n = f.u32()? as u64;
+            if n > self.geo.logical_units {
+                return Err(corrupt("more release ranges than units"));
+            }
+            for _ in 0..n {
+                let lo = f.u64()?;
+                let hi = f.u64()?;
+                self.release_q.push_back((lo, hi));
+            }
+            self.release_credit = f64::from_bits(f.u64()?);
+        }
+        if self.hy.is_some() {
+            let bpd = self.geo.blocks_per_die;
+            let h = self
+                .hy
+                .as_deref_mut()
+                .ok_or_else(|| corrupt("hybrid state"))?;
+            for d in &mut h.data {
+                *d = f.u32()?;
+                if *d != NONE && *d >= bpd {
+                    return Err(corrupt("data superblock outside the die"));
+                }
+            }
+            h.data_count = h.data.iter().filter(|&&d| d != NONE).count() as u32;
+            let mut dirty = vec![0u8; bpd as usize];
+            f.take(&mut dirty)?;
+            if dirty.iter().any(|&x| x > 1) {
+                return Err(corrupt("bad dirty flag"));
+            }
+            h.dirty = dirty.iter().map(|&x| x == 1).collect();
+            h.dirty_count = h.dirty.iter().filter(|&&x| x).count() as u32;
+            let n = f.u32()?;
+            if n > bpd {
+                return Err(corrupt("more log blocks than superblocks"));
+            }
+            for li in 0..n {
+                let psb = f.u32()?;
+                let next = f.u32()?;
+                let seq = f.u8()?;
+                let rand = f.u8()?;
+                let k = f.u32()?;
+                if psb >= bpd || next > h.sb_units || seq > 1 || rand > 1 || k > h.sb_units.max(1) {
+                    return Err(corrupt("bad log block"));
+                }
+                let mut lsbs = Vec::with_capacity(k as usize);
+                for _ in 0..k {
+                    let x = f.u32()?;
+                    if x >= h.lsbs {
+                        return Err(corrupt("log block names a logical block beyond the drive"));
+                    }
+                    lsbs.push(x);
+                    h.log_of[x as usize] = li;
+                }
+                h.logs.push(Some(super::hybrid::Log {
+                    psb,
+                    next,
+                    seq: seq == 1,
+                    lsbs,
+                    ready: 0,
+                }));
+                h.order.push_back(li);
+                if rand == 1 {
+                    h.rand_log = li;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Read the mapping table's chunks into `t` (zeroed), values at most `max`;
+/// returns the indices of the chunks that may hold mapped units.
+fn read_mapping<R: Read>(
+    f: &mut FrameReader<R>,
+    t: &mut PackedVec,
+    max: u64,
+) -> Result<Vec<usize>, PersistError> {
+    let mut mapped = Vec::new();
+    let width = t.width() as usize;
+    let len = t.len();
+    let mut bytes = Vec::new();
+    for (c, lo) in (0..len).step_by(CHUNK).enumerate() {
+        let hi = (lo + CHUNK).min(len);
+        let tag = f.u8()?;
+        if tag != TAG_UNMAPPED {
+            mapped.push(c);
+        }
+        match tag {
+            TAG_UNMAPPED => {}
+            TAG_RUNS => {
+                let mut i = lo;
+                while i < hi {
+                    let n = f.varint()?;
+                    let first = f.varint()?;
+                    if n == 0 || n > (hi - i) as u64 {
+                        return Err(corrupt("mapping run of a bad length"));
+                    }
+                    if first != 0 {
+                        if first.checked_add(n - 1).is_none_or(|last| last > max) {
+                            return Err(corrupt("mapping run outside the NAND"));
+                        }
+                        for k in 0..n {
+                            t.set(i + k as usize, first + k);
+                        }
+                    }
+                    i += n as usize;
+                }
+            }
+            TAG_PACKED => {
+                let words = t.data_words_mut();
+                let w0 = c * CHUNK / 64 * width;
+                let w1 = (w0 + CHUNK / 64 * width).min(words.len());
+                bytes.resize((w1 - w0) * 8, 0);
+                f.take(&mut bytes)?;
+                for (w, b) in words[w0..w1].iter_mut().zip(bytes.chunks_exact(8)) {
+                    let mut le = [0u8; 8];
+                    le.copy_from_slice(b);
+                    *w = u64::from_le_bytes(le);
+                }
+            }
+            _ => return Err(corrupt("unknown mapping chunk")),
+        }
+    }
+    t.clear_tail();
+    Ok(mapped)
+}
+
+#[cfg(test)]
+mod tests;
