@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 //! Simulation speed: random 4 KiB writes at QD 32 on a preconditioned
 //! `sata-mlc-2011 --capacity 4G` drive (filled, then randomly overwritten
 //! twice, so garbage collection runs on every write at the steady-state

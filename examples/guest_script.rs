@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 //! Boot the test guest with one vhost-user-blk disk and run a shell script
 //! in it: `cargo run --example guest_script -- SOCKET QUEUES SCRIPT_FILE [TIMEOUT_S]`.
 //! The guest sees the disk as /dev/vda. Handy to poke at `vssd serve` by hand.

@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 //! Render a `vssd bench` report from a `results.json`, without running
 //! anything: `cargo run --example render_bench_report -- [RESULTS_JSON] [OUT_DIR]`.
 //! Defaults: `tests/fixtures/bench-trim-recovery.json` into

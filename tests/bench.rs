@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 //! `vssd bench`: scenario errors are refused before anything boots, the
 //! simulator runs the built-in protocols, a failing `expect` fails the
 //! command, and a scaled-down trim-recovery runs end to end in a guest with

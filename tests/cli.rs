@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 //! The command line as a user meets it: closed or full standard output,
 //! unknown profiles, sizes. Runs the real binary; no guest, no timing.
 

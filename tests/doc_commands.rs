@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 //! Every command line in README.md and docs/*.md works when pasted as is.
 //!
 //! The `sh` code blocks of each document run in order in one bash session

@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 //! End-to-end tests: real QEMU guests on a real `vssd serve`, real fio,
 //! blkdiscard and the control socket (issue 3, "End-to-end tests").
 

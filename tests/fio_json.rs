@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 //! `vssd sim --output-format json` is a drop-in for fio 3.33's
 //! `--output-format=json`: the same job file runs in real fio (on a small
 //! file in a temporary directory, psync, well under a second per job) and

@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 //! The Linux test guest really boots (QEMU, Debian kernel, busybox init,
 //! host root over 9p) and runs scripts with disks from a reference backend,
 //! qemu-storage-daemon, attached. These tests need QEMU and fio: run

@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 //! The NBD frontend against independent clients (libnbd's nbdinfo,
 //! nbdcopy, nbdsh; qemu-img) and against deliberately malformed input,
 //! with a second client checking throughout that the daemon keeps serving.

@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 //! SATA and NVMe guests on vssd: a real Linux guest sees the drive through
 //! QEMU's NBD client as a SATA SSD on AHCI and as an NVMe namespace, passes
 //! fio verify on both, and its TRIMs show up in the drive's TRIM audit with

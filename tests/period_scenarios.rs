@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 //! Scenario tests of the period mechanisms in the simulator (issue 8): the
 //! qualitative behaviours the reference articles report, from the named
 //! presets at reduced capacities. Every figure is model time; nothing here

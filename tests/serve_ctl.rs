@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 //! `vssd serve` and `vssd ctl` without a guest: the control socket, startup
 //! errors, clean shutdown on SIGTERM and the FTL state across restarts.
 

@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 //! `vssd sim`'s logs and steady-state options through the binary: file
 //! names, formats and exit status as fio 3.33 has them. Virtual time only.
 

@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 //! Scenario tests of `vssd sim` (issue 2): fio job files from `tests/jobs/`
 //! run against `sata-mlc-2011` at a reduced capacity, through the library
 //! API and through the real binary. All figures are virtual-time figures

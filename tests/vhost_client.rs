@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 //! `vssd serve` driven by vssd's own vhost-user-blk driver (no guest):
 //! requests and data, malformed requests, and a hostile frontend whose
 //! memory table would make the daemon touch memory past the end of a file.

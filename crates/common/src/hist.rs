@@ -2,6 +2,12 @@
 //! HdrHistogram's. Values below 2^[`SUB_BITS`] ns have a bucket each; above,
 //! every power of two is split into 2^`SUB_BITS` equal buckets, so a bucket is
 //! at most 1/64 (1.6 %) of its value wide. Fixed size, no allocation per sample.
+//!
+//! [`Histogram`] is the simulator's and the load generator's (one owner,
+//! exact mean and deviation, fio's bins); [`AtomicHistogram`] has the same
+//! buckets and is recorded from any thread (the device's latencies).
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// Linear sub-buckets per power of two: 2^6 = 64.
 pub const SUB_BITS: u32 = 6;
@@ -309,6 +315,117 @@ impl Histogram {
     }
 }
 
+/// A histogram with [`Histogram`]'s buckets that any thread records into
+/// with relaxed atomic adds: the device's latency and lateness, shared by
+/// every queue and connection. Keeps the count, sum and maximum exactly.
+pub struct AtomicHistogram {
+    buckets: Box<[AtomicU64]>,
+    sum: AtomicU64,
+    max: AtomicU64,
+}
+
+impl Default for AtomicHistogram {
+    fn default() -> Self {
+        AtomicHistogram {
+            buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+            sum: AtomicU64::new(0),
+            max: AtomicU64::new(0),
+        }
+    }
+}
+
+impl std::fmt::Debug for AtomicHistogram {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AtomicHistogram")
+            .field("count", &self.count())
+            .field("max", &self.max())
+            .finish()
+    }
+}
+
+impl AtomicHistogram {
+    /// Record one value in ns: two atomic adds (the count is the buckets'
+    /// sum; the maximum is only written when it grows).
+    pub fn record(&self, v: u64) {
+        let b = bucket_of(v.min((1u64 << MAX_BITS) - 1));
+        self.buckets[b].fetch_add(1, Relaxed);
+        self.sum.fetch_add(v, Relaxed);
+        if v > self.max.load(Relaxed) {
+            self.max.fetch_max(v, Relaxed);
+        }
+    }
+
+    /// Forget everything.
+    pub fn reset(&self) {
+        for b in self.buckets.iter() {
+            b.store(0, Relaxed);
+        }
+        self.sum.store(0, Relaxed);
+        self.max.store(0, Relaxed);
+    }
+
+    fn counts(&self) -> Vec<u64> {
+        self.buckets.iter().map(|b| b.load(Relaxed)).collect()
+    }
+
+    /// Values recorded.
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().map(|b| b.load(Relaxed)).sum()
+    }
+
+    /// Sum of the values recorded (for a mean).
+    pub fn sum(&self) -> u64 {
+        self.sum.load(Relaxed)
+    }
+
+    /// Largest value recorded (exact).
+    pub fn max(&self) -> u64 {
+        self.max.load(Relaxed)
+    }
+
+    /// Value at quantile `q` (0..=1): the upper bound of the bucket holding
+    /// it (within 1.6 % above the true value), at most the maximum.
+    pub fn quantile(&self, q: f64) -> u64 {
+        let counts = self.counts();
+        let total: u64 = counts.iter().sum();
+        if total == 0 {
+            return 0;
+        }
+        let rank = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, c) in counts.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return (bucket_range(i).1 - 1).min(self.max());
+            }
+        }
+        self.max()
+    }
+
+    /// Coarse buckets for export: `(upper bound, count)` for the values up
+    /// to 2^lo - 1, then each power of two up to 2^hi - 1 ns (bucket
+    /// boundaries here, so the counts are exact), then `(u64::MAX, rest)`.
+    /// Per bucket, not cumulative.
+    pub fn pow2_buckets(&self, lo: u32, hi: u32) -> Vec<(u64, u64)> {
+        let counts = self.counts();
+        let mut out = Vec::new();
+        let mut i = 0usize;
+        for e in lo.max(1)..=hi.min(MAX_BITS) {
+            // Values below 2^e: the buckets up to the one holding 2^e - 1.
+            let bound = (1u64 << e) - 1;
+            let last = bucket_of(bound);
+            let mut n = 0;
+            while i <= last {
+                n += counts[i];
+                i += 1;
+            }
+            out.push((bound, n));
+        }
+        out.push((u64::MAX, counts[i..].iter().sum()));
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -441,5 +558,36 @@ mod tests {
             let got = h.percentile(p) as f64;
             prop_assert!((got - exact).abs() <= exact / 32.0 + 1.0, "p{} exact {} got {}", p, exact, got);
         }
+    }
+
+    #[test]
+    fn atomic_histogram_percentiles_and_export() {
+        let h = AtomicHistogram::default();
+        for v in 1..=1000u64 {
+            h.record(v * 1000);
+        }
+        assert_eq!(h.count(), 1000);
+        assert_eq!(h.max(), 1_000_000);
+        assert_eq!(h.sum(), 500_500_000);
+        let p50 = h.quantile(0.5);
+        assert!((500_000..=508_000).contains(&p50), "{p50}");
+        let p99 = h.quantile(0.99);
+        assert!((990_000..=1_000_000).contains(&p99), "{p99}");
+        let b = h.pow2_buckets(10, 20);
+        assert_eq!(b.iter().map(|x| x.1).sum::<u64>(), 1000);
+        assert_eq!(b[0], (1023, 1), "1000 ns is below 2^10");
+        assert_eq!(b.last().map(|x| x.0), Some(u64::MAX));
+        // Same buckets as the single-owner histogram.
+        let mut one = Histogram::new();
+        for v in 1..=1000u64 {
+            one.record(v * 1000);
+        }
+        assert_eq!(one.count(), h.count());
+        h.reset();
+        assert_eq!(h.count(), 0);
+        assert_eq!(h.quantile(0.5), 0);
+        h.record(u64::MAX);
+        assert_eq!(h.max(), u64::MAX);
+        assert_eq!(h.quantile(1.0), (1u64 << MAX_BITS) - 1);
     }
 }

@@ -6,5 +6,6 @@
 
 pub mod cli_out;
 pub mod clock;
+pub mod fio;
 pub mod hist;
 pub mod rng;

@@ -529,9 +529,7 @@ impl Device {
             |ssd, model_now, offset, len| {
                 model_ns = model_now;
                 if unmap {
-                    let (mapped, unmapped) = ssd.unit_census(offset, len);
-                    outcome.freed_bytes += mapped * ssd.unit_bytes();
-                    outcome.already_unmapped_bytes += unmapped * ssd.unit_bytes();
+                    outcome.add_range(ssd, offset, len);
                 }
             },
         )?;
@@ -654,7 +652,7 @@ impl Device {
             frontends: self.stats.frontends_report(),
             recent: self.recent_window(&counters),
             counters,
-            lateness: self.stats.lateness().summary(),
+            lateness: hist::Summary::of(self.stats.lateness()),
             ops: self.stats.ops_report(),
         }
     }

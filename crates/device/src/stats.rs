@@ -18,7 +18,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use super::hist::Histogram;
+use super::hist::{Histogram, Summary};
 pub use super::report::{
     ConnReport, ConnectionReport, DriveReport, FrontendReport, IoReport, OpCount, OpReport,
     StatsReport, TrimReport, WindowReport,
@@ -186,6 +186,17 @@ pub struct TrimOutcome {
     pub already_unmapped_bytes: u64,
 }
 
+impl TrimOutcome {
+    /// Count what a TRIM of `offset..offset + len` frees on `ssd`, before
+    /// it is submitted: the TRIM audit's one computation, used by the
+    /// device and by the bench's simulator run alike.
+    pub fn add_range(&mut self, ssd: &vssd_model::Ssd, offset: u64, len: u64) {
+        let (mapped, unmapped) = ssd.unit_census(offset, len);
+        self.freed_bytes += mapped * ssd.unit_bytes();
+        self.already_unmapped_bytes += unmapped * ssd.unit_bytes();
+    }
+}
+
 /// Device-wide statistics: per-operation latency, lateness, in-flight count,
 /// and the registered frontends.
 #[derive(Default)]
@@ -281,8 +292,8 @@ impl Stats {
                         cmds: s.cmds.load(Relaxed),
                         bytes: s.bytes.load(Relaxed),
                         errors: s.errors.load(Relaxed),
-                        modelled: s.modelled.summary(),
-                        delivered: s.delivered.summary(),
+                        modelled: Summary::of(&s.modelled),
+                        delivered: Summary::of(&s.delivered),
                     },
                 )
             })
@@ -598,7 +609,7 @@ mod tests {
         assert_eq!(ops["write"].bytes, 4096);
         assert_eq!(ops["write"].modelled.max_ns, 1000);
         assert_eq!(ops["write"].delivered.max_ns, 1100);
-        assert_eq!(stats.lateness().summary().max_ns, 100);
+        assert_eq!(Summary::of(stats.lateness()).max_ns, 100);
         let f = &stats.frontends_report()[0];
         assert_eq!(f.io.ops["write"].cmds, 1);
         assert_eq!(f.io.abandoned, 1);

@@ -16,16 +16,12 @@ use vhost::vhost_user::message::{
 };
 use vhost::vhost_user::{Frontend, VhostUserFrontend};
 use vhost::{VhostBackend, VhostUserMemoryRegionInfo, VringConfigData};
-use virtio_bindings::virtio_blk::{
-    VIRTIO_BLK_F_BLK_SIZE, VIRTIO_BLK_F_DISCARD, VIRTIO_BLK_F_FLUSH, VIRTIO_BLK_F_MQ,
-    VIRTIO_BLK_F_SEG_MAX, VIRTIO_BLK_F_SIZE_MAX, VIRTIO_BLK_F_TOPOLOGY, VIRTIO_BLK_F_WRITE_ZEROES,
-    virtio_blk_config,
-};
-use virtio_bindings::virtio_config::VIRTIO_F_VERSION_1;
-use virtio_bindings::virtio_ring::{VIRTIO_RING_F_EVENT_IDX, VIRTIO_RING_F_INDIRECT_DESC};
+use virtio_bindings::virtio_blk::{VIRTIO_BLK_F_CONFIG_WCE, virtio_blk_config};
+use virtio_bindings::virtio_ring::VIRTIO_RING_F_EVENT_IDX;
 use vm_memory::mmap::MmapRegion;
 use vm_memory::{Bytes, FileOffset, GuestAddress, GuestMemoryMmap, GuestRegionMmap};
 use vmm_sys_util::eventfd::{EFD_NONBLOCK, EventFd};
+use vssd_frontend::vhost_user_blk::config::{OFFERED_FEATURES, feature_bits};
 
 use super::vring::{Buf, DriverQueue, VringError, ring_bytes};
 
@@ -218,20 +214,12 @@ impl BlkDriver {
         let mut fe = Frontend::connect(socket, u64::from(opts.queues))?;
         fe.set_owner()?;
         let offered = fe.get_features()?;
-        let mut want = [
-            VIRTIO_F_VERSION_1,
-            VIRTIO_RING_F_INDIRECT_DESC,
-            VIRTIO_BLK_F_SIZE_MAX,
-            VIRTIO_BLK_F_SEG_MAX,
-            VIRTIO_BLK_F_BLK_SIZE,
-            VIRTIO_BLK_F_TOPOLOGY,
-            VIRTIO_BLK_F_FLUSH,
-            VIRTIO_BLK_F_MQ,
-            VIRTIO_BLK_F_DISCARD,
-            VIRTIO_BLK_F_WRITE_ZEROES,
-        ]
-        .iter()
-        .fold(0u64, |acc, b| acc | (1 << b))
+        // What the device offers, but the write-cache toggle (the load
+        // generator leaves the cache as the device has it) and, unless
+        // asked, event indices.
+        let mut want = feature_bits(&OFFERED_FEATURES)
+            & !(1 << VIRTIO_BLK_F_CONFIG_WCE)
+            & !(1 << VIRTIO_RING_F_EVENT_IDX)
             | VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits();
         if opts.event_idx {
             want |= 1 << VIRTIO_RING_F_EVENT_IDX;

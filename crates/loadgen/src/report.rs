@@ -3,32 +3,12 @@
 use std::fmt::Write as _;
 
 use serde::Serialize;
-use serde::ser::SerializeMap;
 
 use super::job::Job;
 use super::worker::{QueueResult, VerifyResult};
+use vssd_common::fio::{DEFAULT_PERCENTILES, Percentiles};
 use vssd_common::hist::Histogram;
 use vssd_profile::size::format_size;
-
-/// fio's default completion-latency percentiles.
-pub const PERCENTILES: [f64; 17] = [
-    1.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95,
-    99.99,
-];
-
-/// Percentiles serialised as fio does: `{"1.000000": v, ...}`.
-#[derive(Debug, Clone)]
-pub struct Percentiles(pub Vec<(f64, u64)>);
-
-impl Serialize for Percentiles {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(self.0.len()))?;
-        for (p, v) in &self.0 {
-            m.serialize_entry(&format!("{p:.6}"), v)?;
-        }
-        m.end()
-    }
-}
 
 /// fio's `clat_ns`.
 #[derive(Debug, Clone, Serialize)]
@@ -57,8 +37,14 @@ impl Lat {
             mean: round3(h.mean()),
             stddev: round3(h.stddev()),
             n: h.count(),
-            percentile: (h.count() > 0)
-                .then(|| Percentiles(PERCENTILES.iter().map(|&p| (p, h.percentile(p))).collect())),
+            percentile: (h.count() > 0).then(|| {
+                Percentiles(
+                    DEFAULT_PERCENTILES
+                        .iter()
+                        .map(|&p| (p, h.percentile(p)))
+                        .collect(),
+                )
+            }),
         }
     }
 
@@ -66,8 +52,8 @@ impl Lat {
     pub fn at(&self, p: f64) -> u64 {
         self.percentile
             .as_ref()
-            .and_then(|ps| ps.0.iter().find(|(q, _)| (*q - p).abs() < 1e-9))
-            .map_or(0, |(_, v)| *v)
+            .and_then(|ps| ps.at(p))
+            .unwrap_or(0)
     }
 }
 

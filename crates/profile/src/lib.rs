@@ -403,9 +403,12 @@ impl Profile {
         Ok(p)
     }
 
-    /// Serialise as TOML a user can copy and edit.
+    /// Serialise as TOML a user can copy and edit. (Every field is a plain
+    /// value or table TOML can hold, so this does not fail; if a future
+    /// field could not be written, the text says so instead of panicking.)
     pub fn to_toml(&self) -> String {
-        toml::to_string(self).expect("profile serialises")
+        toml::to_string(self)
+            .unwrap_or_else(|e| format!("# this profile could not be written as TOML: {e}\n"))
     }
 
     /// Raw NAND capacity in bytes.

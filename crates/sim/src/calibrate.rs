@@ -94,6 +94,18 @@ pub struct Protocols {
     pub p2_trimmed: Vec<f64>,
 }
 
+/// One TRIM of the whole drive (what a quick format sends), then a second
+/// of idle time.
+fn trim_whole_drive(sim: &mut Simulation, p: &Profile, cap: u64) -> Result<(), SimError> {
+    let unit = p.geometry.mapping_unit.0;
+    let trim_bs = cap / unit * unit;
+    sim.run(&job(&format!(
+        "[trim]\nrw=trim\nbs={trim_bs}\nsize={trim_bs}\n"
+    ))?)?;
+    sim.idle(1_000_000_000);
+    Ok(())
+}
+
 /// The 32-zone HD Tune-style write test: 8 MiB of 128 KiB writes at QD 1
 /// at each of 32 positions across the drive, one after the other; MB/s per zone.
 fn hdtune_write(sim: &mut Simulation, cap: u64) -> Result<Vec<f64>, SimError> {
@@ -133,12 +145,7 @@ pub fn protocols(p: &Profile, seed: u64) -> Result<Protocols, SimError> {
     let p2_fresh = hdtune_write(&mut sim, cap)?;
     sim.run(&random)?;
     let p2_used = hdtune_write(&mut sim, cap)?;
-    let unit = p.geometry.mapping_unit.0;
-    let trim_bs = cap / unit * unit;
-    sim.run(&job(&format!(
-        "[trim]\nrw=trim\nbs={trim_bs}\nsize={trim_bs}\n"
-    ))?)?;
-    sim.idle(1_000_000_000);
+    trim_whole_drive(&mut sim, p, cap)?;
     let p2_trimmed = hdtune_write(&mut sim, cap)?;
     Ok(Protocols {
         profile: p.name.clone(),
@@ -351,13 +358,7 @@ pub fn used_state(p: &Profile, factor: f64, seed: u64) -> Result<UsedState, SimE
     let tenth = (series.len() / 10).max(1);
     let first_tenth =
         series.iter().take(tenth).sum::<f64>() / tenth.min(series.len()).max(1) as f64 / 1e6;
-    // One TRIM of the whole drive (what a quick format sends).
-    let unit = p.geometry.mapping_unit.0;
-    let trim_bs = cap / unit * unit;
-    sim.run(&job(&format!(
-        "[trim]\nrw=trim\nbs={trim_bs}\nsize={trim_bs}\n"
-    ))?)?;
-    sim.idle(1_000_000_000);
+    trim_whole_drive(&mut sim, p, cap)?;
     let trimmed = sim.run(&seq)?;
     let wa = {
         let (a, b) = (&fresh.counters, &random.counters);

@@ -37,6 +37,29 @@ pub struct ConfigSpace(pub virtio_blk_config);
 // pattern is a valid value.
 unsafe impl ByteValued for ConfigSpace {}
 
+/// The virtio features the device offers (besides vhost-user's
+/// `PROTOCOL_FEATURES`), as bit numbers; the load generator asks for the
+/// same list.
+pub const OFFERED_FEATURES: [u32; 12] = [
+    VIRTIO_F_VERSION_1,
+    VIRTIO_RING_F_EVENT_IDX,
+    VIRTIO_RING_F_INDIRECT_DESC,
+    VIRTIO_BLK_F_SIZE_MAX,
+    VIRTIO_BLK_F_SEG_MAX,
+    VIRTIO_BLK_F_BLK_SIZE,
+    VIRTIO_BLK_F_TOPOLOGY,
+    VIRTIO_BLK_F_FLUSH,
+    VIRTIO_BLK_F_CONFIG_WCE,
+    VIRTIO_BLK_F_MQ,
+    VIRTIO_BLK_F_DISCARD,
+    VIRTIO_BLK_F_WRITE_ZEROES,
+];
+
+/// The feature mask of a list of bit numbers.
+pub fn feature_bits(bits: &[u32]) -> u64 {
+    bits.iter().fold(0u64, |acc, bit| acc | (1u64 << bit))
+}
+
 /// Features, config space and request limits of one drive.
 #[derive(Debug, Clone)]
 pub struct BlkConfig {
@@ -79,23 +102,8 @@ impl BlkConfig {
             ..Default::default()
         };
 
-        let features = [
-            VIRTIO_F_VERSION_1,
-            VIRTIO_RING_F_EVENT_IDX,
-            VIRTIO_RING_F_INDIRECT_DESC,
-            VIRTIO_BLK_F_SIZE_MAX,
-            VIRTIO_BLK_F_SEG_MAX,
-            VIRTIO_BLK_F_BLK_SIZE,
-            VIRTIO_BLK_F_TOPOLOGY,
-            VIRTIO_BLK_F_FLUSH,
-            VIRTIO_BLK_F_CONFIG_WCE,
-            VIRTIO_BLK_F_MQ,
-            VIRTIO_BLK_F_DISCARD,
-            VIRTIO_BLK_F_WRITE_ZEROES,
-        ]
-        .iter()
-        .fold(0u64, |acc, bit| acc | (1u64 << bit))
-            | VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits();
+        let features =
+            feature_bits(&OFFERED_FEATURES) | VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits();
 
         BlkConfig {
             features,

@@ -5,12 +5,11 @@
 //! its modelled time.
 
 use log::debug;
-use virtio_bindings::virtio_blk::{VIRTIO_BLK_S_IOERR, VIRTIO_BLK_S_OK, VIRTIO_BLK_S_UNSUPP};
 use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, VolatileSlice};
 
 use super::request::{
     BlkRequest, Desc, HEADER_LEN, Header, Layout, Limits, ParseError, SEGMENT_LEN, Seg,
-    parse_request, parse_segments, split_layout, status_byte,
+    parse_request, parse_segments, split_layout, status_byte, virtio_status,
 };
 use vssd_device::{Connection, Device, OpKind, Pending, Status};
 
@@ -37,21 +36,10 @@ impl FrontendError {
     /// The device-independent status for this error.
     pub fn status(&self) -> Status {
         match self {
-            FrontendError::Parse(ParseError::Unsupported(_) | ParseError::SegmentFlags(_)) => {
-                Status::Unsupported
-            }
-            _ => Status::Invalid,
+            FrontendError::Parse(e) => e.status(),
+            FrontendError::Memory { .. } => Status::Invalid,
         }
     }
-}
-
-/// The virtio-blk status byte for a device status.
-pub fn virtio_status(s: Status) -> u8 {
-    (match s {
-        Status::Ok => VIRTIO_BLK_S_OK,
-        Status::Unsupported => VIRTIO_BLK_S_UNSUPP,
-        Status::Invalid | Status::IoError | Status::NoSpace | Status::Stopped => VIRTIO_BLK_S_IOERR,
-    }) as u8
 }
 
 /// A parsed request: everything execution needs, read from the chain once.
@@ -288,6 +276,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use virtio_bindings::virtio_blk::*;
+    use virtio_bindings::virtio_blk::{VIRTIO_BLK_S_IOERR, VIRTIO_BLK_S_OK, VIRTIO_BLK_S_UNSUPP};
     use vssd_device::{DataLocation, DeviceOptions};
     use vssd_profile::Profile;
 

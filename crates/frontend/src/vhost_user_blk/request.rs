@@ -9,11 +9,13 @@
 
 use thiserror::Error;
 use virtio_bindings::virtio_blk::{
-    VIRTIO_BLK_S_IOERR, VIRTIO_BLK_S_UNSUPP, VIRTIO_BLK_T_DISCARD, VIRTIO_BLK_T_FLUSH,
-    VIRTIO_BLK_T_GET_ID, VIRTIO_BLK_T_IN, VIRTIO_BLK_T_OUT, VIRTIO_BLK_T_WRITE_ZEROES,
+    VIRTIO_BLK_S_IOERR, VIRTIO_BLK_S_OK, VIRTIO_BLK_S_UNSUPP, VIRTIO_BLK_T_DISCARD,
+    VIRTIO_BLK_T_FLUSH, VIRTIO_BLK_T_GET_ID, VIRTIO_BLK_T_IN, VIRTIO_BLK_T_OUT,
+    VIRTIO_BLK_T_WRITE_ZEROES,
 };
 
 pub use vssd_device::SECTOR;
+use vssd_device::Status;
 /// Size of the request header (`struct virtio_blk_outhdr`).
 pub const HEADER_LEN: usize = 16;
 /// Size of one discard / write-zeroes segment.
@@ -149,13 +151,24 @@ pub enum ParseError {
 }
 
 impl ParseError {
-    /// The virtio-blk status for this error.
-    pub fn status(&self) -> u8 {
+    /// The device status this error is reported with ([`virtio_status`]
+    /// turns it into the status byte).
+    pub fn status(&self) -> Status {
         match self {
-            ParseError::Unsupported(_) | ParseError::SegmentFlags(_) => VIRTIO_BLK_S_UNSUPP as u8,
-            _ => VIRTIO_BLK_S_IOERR as u8,
+            ParseError::Unsupported(_) | ParseError::SegmentFlags(_) => Status::Unsupported,
+            _ => Status::Invalid,
         }
     }
+}
+
+/// The virtio-blk status byte for a device status: the frontend's one
+/// mapping, used for parse errors and device results alike.
+pub fn virtio_status(s: Status) -> u8 {
+    (match s {
+        Status::Ok => VIRTIO_BLK_S_OK,
+        Status::Unsupported => VIRTIO_BLK_S_UNSUPP,
+        Status::Invalid | Status::IoError | Status::NoSpace | Status::Stopped => VIRTIO_BLK_S_IOERR,
+    }) as u8
 }
 
 /// The request header.
@@ -562,7 +575,7 @@ pub(crate) mod tests {
             Err(ParseError::OutOfRange { .. })
         ));
         let e = parse_request(&hdr(99, 0), &l, &LIM).unwrap_err();
-        assert_eq!(e.status(), VIRTIO_BLK_S_UNSUPP as u8);
+        assert_eq!(virtio_status(e.status()), VIRTIO_BLK_S_UNSUPP as u8);
         let odd = split_layout(&[r(0, 16), r(0x1000, 100), w(0x9000, 1)], 64).unwrap();
         assert_eq!(
             parse_request(&hdr(VIRTIO_BLK_T_OUT, 0), &odd, &LIM),
@@ -662,7 +675,7 @@ pub(crate) mod tests {
                     }
                     Ok(BlkRequest::GetId { len }) => prop_assert!(len as usize <= ID_LEN),
                     Ok(_) => {}
-                    Err(e) => { let s = e.status(); prop_assert!(s == 1 || s == 2); }
+                    Err(e) => { let s = virtio_status(e.status()); prop_assert!(s == 1 || s == 2); }
                 }
             }
             for wz in [false, true] {

@@ -15,6 +15,7 @@ pub mod compare;
 pub mod expr;
 pub mod guestrun;
 pub mod metrics;
+pub mod numfmt;
 pub mod progress;
 pub mod report;
 pub mod results;

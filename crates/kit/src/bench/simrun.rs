@@ -10,6 +10,7 @@ use super::results::{BenchResults, DriveSample, Environment, Mode, PhaseResult};
 use super::scenario::{PhaseKind, Scenario, TrimMethod, job_for_sim};
 use super::surface;
 use crate::bus::Bus;
+use vssd_device::TrimOutcome;
 use vssd_device::report::TrimReport;
 use vssd_model::{Op, Payload, PreconditionRun, Request};
 use vssd_sim::Simulation;
@@ -159,17 +160,15 @@ pub fn run(
                     TrimMethod::Mkfs | TrimMethod::Fstrim => (0, cap),
                 };
                 let mut audit = TrimReport::default();
+                let mut outcome = TrimOutcome::default();
                 let step = trim_range(sc.bus);
                 let mut now = sim.now_ns();
                 let mut at = off;
                 while at < off + len {
                     let n = step.min(off + len - at);
-                    let (mapped, unmapped) = sim.ssd().unit_census(at, n);
-                    let ub = sim.ssd().unit_bytes();
+                    outcome.add_range(sim.ssd(), at, n);
                     audit.discard_cmds += 1;
                     audit.requested_bytes += n;
-                    audit.freed_bytes += mapped * ub;
-                    audit.already_unmapped_bytes += unmapped * ub;
                     let c = sim
                         .ssd_mut()
                         .submit(
@@ -185,6 +184,8 @@ pub fn run(
                     now = now.max(c.done_ns);
                     at += n;
                 }
+                audit.freed_bytes = outcome.freed_bytes;
+                audit.already_unmapped_bytes = outcome.already_unmapped_bytes;
                 sim.idle(now.saturating_sub(sim.now_ns()));
                 r.metrics
                     .insert("trim_bytes".into(), audit.requested_bytes as f64);
@@ -201,7 +202,6 @@ pub fn run(
                 positions,
                 depth,
             } => {
-                let mut now = sim.now_ns();
                 let pass = surface::Pass {
                     op: *op,
                     block: *block,
@@ -212,9 +212,8 @@ pub fn run(
                 let starts = replay
                     .and_then(|r| r.bursts.get(i))
                     .and_then(Option::as_deref);
-                let s = surface::run_model(sim.ssd_mut(), &mut now, &pass, starts)
-                    .map_err(model_err)?;
-                sim.idle(now.saturating_sub(sim.now_ns()));
+                let s = surface::run_model(&mut sim, &pass, starts)
+                    .map_err(|e| BenchError::Sim(format!("phase {}: {e}", p.name)))?;
                 metrics::surface(&s, &mut r.metrics);
                 r.metrics.insert("drive_qd".into(), f64::from(*depth));
                 r.surface = Some(s);

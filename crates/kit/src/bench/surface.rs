@@ -21,8 +21,8 @@ use clap::Args;
 
 use super::results::{Surface, SurfacePoint};
 use super::scenario::SurfaceOp;
-use vssd_model::{Op, Payload, Request, Ssd};
 use vssd_profile::size::parse_size;
+use vssd_sim::{SimError, Simulation};
 
 /// `vssd surface` arguments.
 #[derive(Debug, Args)]
@@ -382,17 +382,18 @@ pub struct Pass {
     pub depth: u32,
 }
 
-/// The same pass against the model, from model time `*now`; `*now` ends
-/// when the last request completes. Each burst starts when the previous
-/// one ends or, with `starts` (a guest's measured burst start times,
-/// seconds from `*now`), not before the guest started it:
-/// the drive then gets the same idle time between bursts as in the guest.
+/// The same pass in the simulator, each burst a fio job (`offset`,
+/// `size` = the burst, `bs`, `iodepth`) run by the simulator's engine on
+/// `sim`'s drive, from its current time. Each burst starts when the
+/// previous one ends or, with `starts` (a guest's measured burst start
+/// times, seconds from the pass's start), not before the guest started
+/// it: the drive then gets the same idle time between bursts as in the
+/// guest.
 pub fn run_model(
-    ssd: &mut Ssd,
-    now: &mut u64,
+    sim: &mut Simulation,
     pass_of: &Pass,
     starts: Option<&[f64]>,
-) -> Result<Surface, vssd_model::ModelError> {
+) -> Result<Surface, SimError> {
     let Pass {
         op,
         block,
@@ -400,53 +401,32 @@ pub fn run_model(
         positions: n,
         depth,
     } = *pass_of;
-    let capacity = ssd.capacity();
-    let pass = *now;
-    let mut points = Vec::new();
-    let mop = match op {
-        SurfaceOp::Read => Op::Read,
-        SurfaceOp::Write => Op::Write,
+    let capacity = sim.ssd().capacity();
+    let pass = sim.now_ns();
+    let rw = match op {
+        SurfaceOp::Read => "read",
+        SurfaceOp::Write => "write",
     };
-    let depth = depth.max(1) as usize;
+    let mut points = Vec::new();
     for (i, pos) in positions(capacity, burst, block, n).into_iter().enumerate() {
-        let t0 = match starts.and_then(|s| s.get(i)) {
-            Some(&s) if s.is_finite() && s > 0.0 => (*now).max(pass + (s * 1e9) as u64),
-            _ => *now,
-        };
-        // Completion times of the requests in flight; a new one is issued
-        // when the earliest completes.
-        let mut inflight: std::collections::BinaryHeap<std::cmp::Reverse<u64>> =
-            std::collections::BinaryHeap::new();
-        let mut done = 0;
-        let mut end = t0;
-        while done < burst {
-            let at = if inflight.len() < depth {
-                t0
-            } else {
-                inflight.pop().map_or(t0, |r| r.0)
-            };
-            let c = ssd.submit(
-                at,
-                &Request {
-                    op: mop,
-                    offset: pos + done,
-                    len: block,
-                    payload: Payload::Unknown,
-                },
-            )?;
-            inflight.push(std::cmp::Reverse(c.done_ns));
-            end = end.max(c.done_ns);
-            done += block;
+        if let Some(&s) = starts.and_then(|s| s.get(i))
+            && s.is_finite()
+            && s > 0.0
+        {
+            let at = pass + (s * 1e9) as u64;
+            sim.idle(at.saturating_sub(sim.now_ns()));
         }
-        *now = end.max(t0);
-        points.push(point(capacity, pos, burst, *now - t0, t0 - pass));
+        let t0 = sim.now_ns();
+        let job = format!(
+            "[surface-{i}]\nrw={rw}\nbs={block}\noffset={pos}\nsize={burst}\niodepth={}\n",
+            depth.max(1)
+        );
+        let jobs = vssd_sim::jobfile::parse(&job, "surface pass")?;
+        sim.run(&jobs.jobs)?;
+        points.push(point(capacity, pos, burst, sim.now_ns() - t0, t0 - pass));
     }
     Ok(Surface {
-        op: match op {
-            SurfaceOp::Read => "read",
-            SurfaceOp::Write => "write",
-        }
-        .into(),
+        op: rw.into(),
         block,
         burst,
         points,
@@ -489,6 +469,7 @@ pub fn run(a: SurfaceArgs) -> Result<(), super::BenchError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use vssd_model::Ssd;
     use vssd_profile::Profile;
 
     #[test]
@@ -515,21 +496,20 @@ mod tests {
     #[test]
     fn model_surface_sees_the_used_state() {
         let prof = Profile::load_with_capacity("sata-slc-2009", Some(512 << 20)).unwrap();
-        let mut ssd = Ssd::new(&prof, 1);
-        let mut now = 0;
-        let fresh = run_model(&mut ssd, &mut now, &pass(1), None).unwrap();
-        now = ssd
-            .precondition(
-                now,
-                &vssd_model::Precondition::Random {
-                    bs: 4096,
-                    amount: 1 << 30,
-                },
-                1,
-            )
-            .max(now);
-        let used = run_model(&mut ssd, &mut now, &pass(4), None).unwrap();
-        let used1 = run_model(&mut ssd, &mut now, &pass(1), None).unwrap();
+        let mut sim = Simulation::new(&prof, 1);
+        let fresh = run_model(&mut sim, &pass(1), None).unwrap();
+        let now = sim.now_ns();
+        let aged = sim.ssd_mut().precondition(
+            now,
+            &vssd_model::Precondition::Random {
+                bs: 4096,
+                amount: 1 << 30,
+            },
+            1,
+        );
+        sim.idle(aged.saturating_sub(now));
+        let used = run_model(&mut sim, &pass(4), None).unwrap();
+        let used1 = run_model(&mut sim, &pass(1), None).unwrap();
         let mean =
             |s: &Surface| s.points.iter().map(|p| p.bytes_s).sum::<f64>() / s.points.len() as f64;
         assert!(mean(&used1) < mean(&fresh));
@@ -554,8 +534,8 @@ mod tests {
                 },
                 1,
             );
-            let mut t = now;
-            let s = run_model(&mut ssd, &mut t, &pass(4), starts).unwrap();
+            let mut sim = Simulation::with_ssd(ssd, now, 1);
+            let s = run_model(&mut sim, &pass(4), starts).unwrap();
             (s, now)
         };
         let (tight, _) = used(None);

@@ -299,10 +299,7 @@ pub struct JobSpec {
 pub const MAX_JOB_INSTANCES: u64 = 4096;
 
 /// fio's default completion-latency percentiles.
-pub const DEFAULT_PERCENTILES: [f64; 17] = [
-    1.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95,
-    99.99,
-];
+pub use vssd_common::fio::DEFAULT_PERCENTILES;
 
 impl JobSpec {
     /// A job with fio's defaults (`rw=read`, `bs=4k`, `iodepth=1`, ...).

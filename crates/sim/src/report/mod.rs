@@ -16,11 +16,12 @@ use vssd_model::Counters;
 use super::engine::{JobReport, RunReport, SsReport};
 use super::jobfile::Dir;
 use super::logs::SampleStats;
+use vssd_common::fio::Percentiles;
 use vssd_common::hist::{FIO_LAT_NR, Histogram};
 
 /// The fio version whose JSON this output follows (the value of its
 /// `fio version` key); the simulator's own version is in `vssd.version`.
-pub const FIO_VERSION: &str = "fio-3.33";
+pub use vssd_common::fio::FIO_VERSION;
 
 /// fio prints floats with `%f`: six decimals. JSON has no NaN: 0 instead.
 fn f6(x: f64) -> f64 {
@@ -28,19 +29,6 @@ fn f6(x: f64) -> f64 {
         (x * 1e6).round() / 1e6
     } else {
         0.0
-    }
-}
-
-/// Percentile values, serialised as an ordered map `{"1.000000": v, ...}` like fio.
-struct Percentiles(Vec<(f64, u64)>);
-
-impl Serialize for Percentiles {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(self.0.len()))?;
-        for (p, v) in &self.0 {
-            m.serialize_entry(&format!("{p:.6}"), v)?;
-        }
-        m.end()
     }
 }
 
@@ -526,7 +514,12 @@ pub fn json(r: &RunReport) -> String {
             counters: &r.counters,
         },
     };
-    let mut s = serde_json::to_string_pretty(&out).expect("report serialises");
+    // Plain numbers, strings and maps with string keys: this does not fail;
+    // if it ever did, the output says why instead of the process panicking.
+    let mut s = serde_json::to_string_pretty(&out).unwrap_or_else(|e| {
+        serde_json::json!({ "error": format!("the report could not be serialised: {e}") })
+            .to_string()
+    });
     s.push('\n');
     s
 }

@@ -4,7 +4,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::{Chart, FONT, GRID, HEADER_H, HEIGHT, INK, MUTED, PLOT_LEFT, WIDTH};
-use crate::bench::report::fmt_num;
+use crate::bench::numfmt::fmt_num;
 pub(super) struct Line {
     pub(super) label: String,
     pub(super) colour: RGBColor,

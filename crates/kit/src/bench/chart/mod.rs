@@ -21,7 +21,7 @@ mod draw;
 
 use draw::*;
 
-use super::report::fmt_bytes;
+use super::numfmt::fmt_bytes;
 use super::results::{BenchResults, Mode, PhaseResult};
 
 /// Chart width, px.

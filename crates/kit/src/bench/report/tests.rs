@@ -5,7 +5,7 @@ use crate::bench::testdata;
 use std::collections::BTreeSet;
 
 fn fixture_path() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bench-trim-recovery.json")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/bench-trim-recovery.json")
 }
 
 fn names(files: &[PathBuf]) -> BTreeSet<String> {
@@ -53,7 +53,7 @@ fn regenerate_bench_fixture() {
 fn render_bench_examples() {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
     for r in [testdata::trim_recovery(), testdata::used_state()] {
         let dir = target.join("bench-report-examples").join(&r.scenario);
         write_outputs(&dir, &r).unwrap();
