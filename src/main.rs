@@ -45,6 +45,10 @@ enum Cmd {
     Sim(vssd::sim::SimArgs),
     /// Compare a profile's simulated figures with its published spec sheet.
     Calibrate(vssd::calibrate::CalibrateArgs),
+    /// Run the presets on the published measurements of their drives
+    /// (validation/*.toml) and report each figure's error.
+    #[cfg(feature = "kit")]
+    Validate(vssd_kit::validate::ValidateArgs),
     /// Drive a vhost-user-blk backend (vssd serve, qemu-storage-daemon) without a guest and measure it.
     Loadgen(vssd::loadgen::LoadgenArgs),
 }
@@ -146,6 +150,8 @@ fn main() -> ExitCode {
         Cmd::Profiles { what } => profiles(what),
         Cmd::Sim(args) => vssd::sim::run(args).map_err(Into::into),
         Cmd::Calibrate(args) => vssd::calibrate::run(args).map_err(Into::into),
+        #[cfg(feature = "kit")]
+        Cmd::Validate(a) => vssd_kit::validate::run_cli(a).map_err(Into::into),
         #[cfg(feature = "kit")]
         Cmd::Bench(a) => vssd_kit::bench::run(a).map_err(Into::into),
         #[cfg(feature = "kit")]

@@ -18,6 +18,9 @@
 use plotters::prelude::*;
 
 mod draw;
+mod validation;
+
+pub use validation::validation;
 
 use draw::*;
 
