@@ -36,13 +36,34 @@ fn plural(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
+/// A size as [`format_size`] rounds it, with the exact bytes and 512-byte
+/// sectors when the rounded figure is not exact (so `32.00MiB` requested
+/// and `32.00MiB` freed cannot hide 5 KiB left mapped).
+pub fn size_exact(bytes: u64) -> String {
+    let s = format_size(bytes);
+    if s.contains('.') {
+        if bytes.is_multiple_of(512) {
+            format!("{s} ({bytes} B, {} sectors)", bytes / 512)
+        } else {
+            format!("{s} ({bytes} B)")
+        }
+    } else {
+        s
+    }
+}
+
 fn trim_line(t: &TrimReport) -> String {
+    let partial = t
+        .requested_bytes
+        .saturating_sub(t.freed_bytes)
+        .saturating_sub(t.already_unmapped_bytes);
     format!(
-        "{} ({} requested): {} freed, {} already unmapped; {}",
+        "{} ({} requested): {} freed, {} already unmapped, {} in partly covered units left mapped; {}",
         plural(t.discard_cmds, "discard", "discards"),
-        format_size(t.requested_bytes),
-        format_size(t.freed_bytes),
-        format_size(t.already_unmapped_bytes),
+        size_exact(t.requested_bytes),
+        size_exact(t.freed_bytes),
+        size_exact(t.already_unmapped_bytes),
+        size_exact(partial),
         plural(t.write_zeroes_cmds, "write-zeroes", "write-zeroes"),
     )
 }
@@ -323,11 +344,22 @@ fn lateness(l: &Summary) -> String {
     )
 }
 
-/// Column headers of the TRIM log.
+/// Column headers of the TRIM log. Lengths are bytes (exact); `partial`
+/// is what fell in mapping units the ranges only partly cover, which stay
+/// mapped.
 pub fn trim_header() -> String {
     format!(
-        "{:>7} {:>12} {:<18} {:<30} {:>14} {:>10} {:>6} {:>10} {:>10}\n",
-        "seq", "model time", "kind", "source", "offset", "length", "ranges", "freed", "unmapped"
+        "{:>7} {:>12} {:<18} {:<30} {:>14} {:>12} {:>6} {:>12} {:>12} {:>9}\n",
+        "seq",
+        "model time",
+        "kind",
+        "source",
+        "offset",
+        "length",
+        "ranges",
+        "freed",
+        "unmapped",
+        "partial"
     )
 }
 
@@ -335,17 +367,24 @@ pub fn trim_header() -> String {
 pub fn trim_record(r: &TrimRecord) -> String {
     let len: u64 = r.ranges.iter().map(|x| x.1).sum();
     let off = r.ranges.first().map(|x| x.0).unwrap_or(0);
+    let partial = if r.kind == "write-zeroes" {
+        0
+    } else {
+        len.saturating_sub(r.freed_bytes)
+            .saturating_sub(r.already_unmapped_bytes)
+    };
     format!(
-        "{:>7} {:>12} {:<18} {:<30} {:>14} {:>10} {:>6} {:>10} {:>10}\n",
+        "{:>7} {:>12} {:<18} {:<30} {:>14} {:>12} {:>6} {:>12} {:>12} {:>9}\n",
         r.seq,
         format!("{:.6} s", r.model_ns as f64 / 1e9),
         r.kind,
         r.source,
         off,
-        format_size(len),
+        len,
         r.ranges.len(),
-        format_size(r.freed_bytes),
-        format_size(r.already_unmapped_bytes),
+        r.freed_bytes,
+        r.already_unmapped_bytes,
+        partial,
     )
 }
 
@@ -399,6 +438,34 @@ pub fn precondition(r: &PreconditionResult) -> String {
 
 #[cfg(test)]
 mod tests {
+    use vssd_device::trimlog::TrimRecord;
+
+    #[test]
+    fn trim_sizes_are_exact_where_rounding_would_hide_a_difference() {
+        // A 65,535-sector range (Windows' largest DSM range) that freed all
+        // but its last, partly covered 4 KiB unit... and a bit more.
+        let len = 65_535 * 512;
+        assert_eq!(size_exact(len), "32.00MiB (33553920 B, 65535 sectors)");
+        assert_eq!(size_exact(32 << 20), "32MiB");
+        assert_eq!(size_exact(100), "100B");
+        let r = TrimRecord {
+            seq: 1,
+            model_ns: 0,
+            wall_unix_ms: 0,
+            source: "nbd:vssd#1".into(),
+            kind: "discard".into(),
+            ranges: vec![(0, len)],
+            freed_bytes: 33_550_336,
+            already_unmapped_bytes: 0,
+        };
+        let line = trim_record(&r);
+        assert!(
+            line.contains(" 33553920 ")
+                && line.contains(" 33550336 ")
+                && line.trim_end().ends_with(" 3584"),
+            "{line}"
+        );
+    }
     use super::*;
     use vssd_device::{DataLocation, Device, DeviceOptions};
     use vssd_profile::Profile;

@@ -634,10 +634,47 @@ pub fn apply(
             if let Some((_, why)) = UNSUPPORTED.iter().find(|(u, _)| *u == k) {
                 return Err(e((*why).to_string()));
             }
-            warnings.push(format!("{origin}:{line}: unknown option `{key}` ignored"));
+            if !fio_knows(k) {
+                // fio refuses a name it does not know; so does the simulator.
+                return Err(e(match nearest_option(k) {
+                    Some(n) => format!("fio has no such option (did you mean `{n}`?)"),
+                    None => "fio has no such option".into(),
+                }));
+            }
+            warnings.push(format!(
+                "{origin}:{line}: fio option `{key}` is not simulated; ignored"
+            ));
         }
     }
     Ok(())
+}
+
+/// fio 3.33's option names (`fio --cmdhelp=all`), one per line.
+const FIO_OPTIONS: &str = include_str!("fio_options.txt");
+
+fn fio_names() -> impl Iterator<Item = &'static str> {
+    FIO_OPTIONS
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+}
+
+/// Whether fio has an option of this name (lower case; aliases included).
+fn fio_knows(k: &str) -> bool {
+    fio_names().any(|n| n == k)
+        || ALIASES.iter().any(|(a, _)| *a == k)
+        || ENGINE_OPTIONS.contains(&k)
+}
+
+/// The fio option name closest to a misspelt one, if any is close.
+fn nearest_option(k: &str) -> Option<&'static str> {
+    fio_names()
+        .chain(ALIASES.iter().map(|(a, _)| *a))
+        .chain(ENGINE_OPTIONS.iter().copied())
+        .map(|n| (strsim::jaro_winkler(k, n), n))
+        .filter(|(score, _)| *score >= 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, n)| n)
 }
 
 /// Whole-job checks after all options are applied.

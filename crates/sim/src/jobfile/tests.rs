@@ -64,11 +64,32 @@ fn flags_times_and_sizes() {
 }
 
 #[test]
-fn unknown_keys_warn_once() {
-    let jf = parse("[global]\nfrobnicate=3\n[a]\n[b]\nwibble\n", "t.fio").unwrap();
+fn fio_options_not_simulated_warn_once() {
+    let jf = parse("[global]\nuid=3\n[a]\n[b]\nexitall_on_error\n", "t.fio").unwrap();
     assert_eq!(jf.warnings.len(), 2, "{:?}", jf.warnings);
-    assert!(jf.warnings[0].contains("t.fio:2") && jf.warnings[0].contains("frobnicate"));
-    assert!(jf.warnings[1].contains("t.fio:5") && jf.warnings[1].contains("wibble"));
+    assert!(jf.warnings[0].contains("t.fio:2") && jf.warnings[0].contains("uid"));
+    assert!(jf.warnings[1].contains("t.fio:5") && jf.warnings[1].contains("exitall_on_error"));
+}
+
+#[test]
+fn names_fio_does_not_know_are_errors_with_the_nearest_one() {
+    // fio refuses `iodepht=32`; running the job at QD 1 instead hid the typo.
+    let e = parse("[a]\nrw=randwrite\niodepht=32\n", "t.fio")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("t.fio:3") && e.contains("iodepht") && e.contains("did you mean `iodepth`"),
+        "{e}"
+    );
+    let e = parse("[a]\nfrobnicate=3\n", "t.fio")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("no such option") && !e.contains("did you mean"),
+        "{e}"
+    );
+    // Aliases and engine options are fio's too.
+    assert!(parse("[a]\nreadwrite=read\nhipri\n", "t.fio").is_ok());
 }
 
 #[test]
