@@ -415,7 +415,13 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
     };
 
     nbd.drain_and_close(Duration::from_secs(2));
-    info!("syncing data and saving drive state");
+    if args.memory {
+        info!("stopping: a memory drive keeps nothing after exit");
+    } else if args.state_dir.is_some() {
+        info!("syncing data and saving drive state");
+    } else {
+        info!("syncing data (no state directory: the FTL state is not saved)");
+    }
     let closed = device.close();
     let _ = std::fs::remove_file(&control);
     for a in &args.nbd {

@@ -202,6 +202,14 @@ pub fn parse_amount(amount: &str, capacity: u64, bs: u64) -> Result<u64, String>
     if bs == 0 {
         return Err("bs must be > 0".into());
     }
+    // The same bound as a multiple: more than 1000 capacities is not an
+    // ageing any drive gets, and would keep the daemon busy for days.
+    let max = capacity.saturating_mul(1000);
+    if bytes > max {
+        return Err(format!(
+            "amount {amount:?} is more than 1000 times the drive's capacity ({max} bytes)"
+        ));
+    }
     Ok(bytes / bs * bs)
 }
 
@@ -230,5 +238,9 @@ mod tests {
         assert_eq!(parse_amount("1M", 1 << 30, 4096), Ok(1 << 20));
         assert!(parse_amount("-1x", 1 << 30, 4096).is_err());
         assert!(parse_amount("lots", 1 << 30, 4096).is_err());
+        // 2^64 - 1 bytes used to be accepted.
+        let e = parse_amount("18446744073709551615", 1 << 30, 4096).unwrap_err();
+        assert!(e.contains("1000 times"), "{e}");
+        assert_eq!(parse_amount("1000G", 1 << 30, 4096), Ok(1000 << 30));
     }
 }

@@ -95,11 +95,24 @@ impl Profile {
         let origin = format!("{} (--capacity {})", self.name, format_size(capacity));
         let unit = self.geometry.mapping_unit.0;
         if capacity == 0 || !capacity.is_multiple_of(unit) {
+            let below = capacity / unit * unit;
+            let above = below.saturating_add(unit);
+            let nearest = if below == 0 {
+                format!("the smallest is {above} bytes")
+            } else {
+                format!(
+                    "the nearest are {below} ({}) and {above} bytes ({})",
+                    format_size(below),
+                    format_size(above)
+                )
+            };
             return Err(invalid(
                 &origin,
                 "--capacity",
                 capacity,
-                &format!("must be a positive multiple of the mapping unit ({unit} bytes)"),
+                &format!(
+                    "must be a positive multiple of the mapping unit ({unit} bytes): {nearest}"
+                ),
             ));
         }
         let mut p = self.clone();
@@ -226,6 +239,21 @@ mod tests {
             .with_capacity(full.geometry.exported_capacity.0)
             .unwrap();
         assert_eq!(same.nand.t_erase_us, full.nand.t_erase_us);
+    }
+
+    #[test]
+    fn a_capacity_off_the_unit_names_the_nearest_valid_ones() {
+        let e = Profile::load_with_capacity("sata-mlc-2011", Some(1_000_000_000))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("the nearest are 999997440 (953.67MiB) and 1000001536 bytes"),
+            "{e}"
+        );
+        let e = Profile::load_with_capacity("sata-mlc-2011", Some(100))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("the smallest is 4096 bytes"), "{e}");
     }
 
     #[test]
