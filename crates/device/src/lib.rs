@@ -37,7 +37,7 @@ pub mod trimlog;
 use std::collections::VecDeque;
 use std::io::{self, BufReader};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use log::{error, warn};
@@ -204,6 +204,47 @@ pub struct Device {
     samples: Mutex<VecDeque<Sample>>,
     io_warnings: AtomicU64,
     trim_log: TrimLog,
+    /// Whether the FTL state describes the data in the store: block status
+    /// is then the FTL's alone. False after a start whose saved state is
+    /// older than the data (a crash, or a backing file without state): the
+    /// store's allocated extents then count as data too, so no range that
+    /// holds data is ever reported as a hole. A secure erase makes it true.
+    ftl_describes_data: AtomicBool,
+    origin: StateOrigin,
+}
+
+/// Where the FTL state came from when the device opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateOrigin {
+    /// The state file of the last clean exit.
+    Saved,
+    /// A state file older than the data (the daemon did not exit cleanly
+    /// after it), or no state beside a backing file that holds data: the
+    /// FTL is the old state or fresh, block status also asks the store.
+    OlderThanData,
+    /// A fresh drive: no state, no data.
+    Fresh,
+}
+
+impl StateOrigin {
+    /// What the daemon says about it at start-up.
+    pub fn describe(self) -> &'static str {
+        match self {
+            StateOrigin::Saved => "loaded the saved FTL state",
+            StateOrigin::OlderThanData => {
+                "FTL state older than the data: block status also reports the backing file's allocated extents as data (timing starts from the older state)"
+            }
+            StateOrigin::Fresh => "fresh drive",
+        }
+    }
+}
+
+/// The marker that says the state file beside it is older than the data:
+/// present from start-up until a clean exit saved the state again.
+fn dirty_marker(state: &Path) -> PathBuf {
+    let mut p = state.as_os_str().to_owned();
+    p.push(".dirty");
+    PathBuf::from(p)
 }
 
 /// Resident memory of this process (`/proc/self/statm`), bytes; 0 if unknown.
@@ -240,23 +281,49 @@ impl Device {
     /// Open the store and the model (loading saved FTL state if there is some).
     pub fn open(opts: DeviceOptions) -> Result<Device, DeviceError> {
         let capacity = opts.profile.geometry.exported_capacity.0;
-        let ssd = match &opts.state_file {
+        let (ssd, loaded) = match &opts.state_file {
             Some(path) if path.symlink_metadata().is_ok() => {
                 let f = files::open_private_ro(path)?;
-                Ssd::load(&opts.profile, BufReader::new(f)).map_err(|source| {
+                let ssd = Ssd::load(&opts.profile, BufReader::new(f)).map_err(|source| {
                     DeviceError::StateLoad {
                         path: path.clone(),
                         source,
                     }
-                })?
+                })?;
+                (ssd, true)
             }
-            _ => Ssd::new(&opts.profile, opts.seed),
+            _ => (Ssd::new(&opts.profile, opts.seed), false),
         };
         debug_assert_eq!(ssd.capacity(), capacity);
         let store = match &opts.data {
             DataLocation::File(p) => Store::open_file(p, capacity)?,
             DataLocation::Memory => Store::memory(capacity)?,
         };
+        let has_data = || {
+            store
+                .data_extents(0, capacity, 1)
+                .map(|e| e.is_some_and(|e| !e.is_empty()))
+                .unwrap_or(true)
+        };
+        let origin = match &opts.state_file {
+            Some(path) if loaded && dirty_marker(path).symlink_metadata().is_err() => {
+                StateOrigin::Saved
+            }
+            _ if loaded || has_data() => StateOrigin::OlderThanData,
+            _ => StateOrigin::Fresh,
+        };
+        if let Some(path) = &opts.state_file {
+            // Until a clean exit saves the state again, it is older than
+            // the data: a crash from here on is seen at the next start.
+            let marker = dirty_marker(path);
+            files::write_atomically(&marker, |w| {
+                use std::io::Write as _;
+                w.write_all(
+                    b"vssd is running: the FTL state beside this file is older than the data until a clean exit\n",
+                )
+            })?;
+        }
+        log::info!("{}", origin.describe());
         Ok(Device {
             serial: serial_for(&opts.profile, store.path()),
             topology: Topology::of(&opts.profile),
@@ -270,7 +337,14 @@ impl Device {
             samples: Mutex::new(VecDeque::with_capacity(SAMPLES_KEPT)),
             io_warnings: AtomicU64::new(0),
             trim_log: TrimLog::default(),
+            ftl_describes_data: AtomicBool::new(origin != StateOrigin::OlderThanData),
+            origin,
         })
+    }
+
+    /// Where the FTL state came from at open.
+    pub fn state_origin(&self) -> StateOrigin {
+        self.origin
     }
 
     /// The drive's profile.
@@ -570,7 +644,42 @@ impl Device {
     /// `offset..offset+len` as runs of `(bytes, mapped)` in the FTL, at
     /// most `max_runs` (a TRIMmed or never-written run reads as zeros).
     pub fn allocation(&self, offset: u64, len: u64, max_runs: usize) -> Vec<(u64, bool)> {
-        self.lock().ssd.mapped_runs(offset, len, max_runs)
+        let ftl = self.lock().ssd.mapped_runs(offset, len, max_runs);
+        if self.ftl_describes_data.load(Relaxed) {
+            return ftl;
+        }
+        // The FTL may be older than the data: where it says unmapped, the
+        // backing file's allocated extents are data all the same.
+        let mut out: Vec<(u64, bool)> = Vec::new();
+        let mut push = |n: u64, mapped: bool| match out.last_mut() {
+            Some(last) if last.1 == mapped => last.0 += n,
+            _ if n > 0 => out.push((n, mapped)),
+            _ => {}
+        };
+        let mut at = offset;
+        for (n, mapped) in ftl {
+            if mapped {
+                push(n, true);
+            } else {
+                match self.store.data_extents(at, n, max_runs.saturating_add(1)) {
+                    Ok(Some(ext)) if ext.len() <= max_runs => {
+                        let mut pos = at;
+                        for (d, l) in ext {
+                            push(d - pos, false);
+                            push(l, true);
+                            pos = d + l;
+                        }
+                        push(at + n - pos, false);
+                    }
+                    Ok(None) => push(n, false),
+                    // Too fragmented to list, or unknown: say data.
+                    _ => push(n, true),
+                }
+            }
+            at += n;
+        }
+        out.truncate(max_runs.max(1));
+        out
     }
 
     /// Make everything written so far durable, then flush the drive's buffer.
@@ -662,6 +771,7 @@ impl Device {
         let mut m = self.lock();
         self.store.erase_all().map_err(DeviceError::Io)?;
         m.ssd.secure_erase();
+        self.ftl_describes_data.store(true, Relaxed);
         self.stats.reset();
         self.samples
             .lock()
@@ -747,10 +857,19 @@ impl Device {
         })
     }
 
-    /// Sync the data and save the FTL state (clean shutdown).
+    /// Sync the data and save the FTL state (clean shutdown); the saved
+    /// state then describes the data again (the dirty marker goes).
     pub fn close(&self) -> Result<(), DeviceError> {
         self.store.sync().map_err(DeviceError::Io)?;
-        self.save_state()
+        self.save_state()?;
+        if let Some(path) = &self.state_file {
+            match std::fs::remove_file(dirty_marker(path)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(DeviceError::Io(e)),
+            }
+        }
+        Ok(())
     }
 }
 

@@ -79,16 +79,83 @@ fn state_files_are_private_and_a_failed_save_leaves_no_temp_file() {
         assert_eq!(mode, 0o600, "{}", p.display());
     }
     assert!(!state.with_extension("tmp").exists());
-    // Saving into a directory that cannot take the file fails cleanly.
+    // A directory that cannot take the state file fails at open (its
+    // dirty marker), with the path, not at shutdown.
     drop(dev);
-    let dev = Device::open(DeviceOptions {
+    let e = Device::open(DeviceOptions {
         profile: Profile::load_with_capacity("sata-mlc-2011", Some(256 << 20)).unwrap(),
         data: DataLocation::Memory,
         state_file: Some(PathBuf::from("/proc/vssd-no-such-dir/ftl.state")),
         seed: 1,
     })
+    .err()
     .unwrap();
+    assert!(e.to_string().contains("vssd-no-such-dir"), "{e}");
+    // Saving into a directory that went away fails cleanly.
+    let gone = d.path().join("gone");
+    std::fs::create_dir(&gone).unwrap();
+    let dev = device(DataLocation::Memory, Some(gone.join("ftl.state")));
+    std::fs::remove_dir_all(&gone).unwrap();
     assert!(dev.save_state().is_err());
+    assert!(!gone.exists());
+}
+
+/// Block status must never call a range that holds data a hole, whatever
+/// the FTL state says: after a crash (state older than the data) and with
+/// a backing file but no state at all.
+#[test]
+fn block_status_never_hides_data_the_ftl_state_is_older_than() {
+    let d = tempfile::tempdir().unwrap();
+    let state = d.path().join("ftl.state");
+    let img = d.path().join("disk.img");
+    let write = |dev: &Device, at: u64| {
+        let conn = dev.register_frontend("test", "", "").connect("");
+        let mut data = vec![0xa5u8; 1 << 20];
+        dev.write(&conn, at, &[VolatileSlice::from(&mut data[..])], true)
+            .complete(0);
+        dev.flush(&conn).complete(0);
+    };
+    let mapped_at = |dev: &Device, at: u64| -> bool {
+        let runs = dev.allocation(at, 1 << 20, 8);
+        runs.first().is_some_and(|r| r.1 && r.0 >= 1 << 20)
+    };
+    // 1. A clean run: written at 0, saved at exit.
+    let dev = device(DataLocation::File(img.clone()), Some(state.clone()));
+    assert_eq!(dev.state_origin(), StateOrigin::Fresh);
+    write(&dev, 0);
+    dev.close().unwrap();
+    drop(dev);
+    // 2. Restarted from that state, written and flushed at 64 MiB, then
+    //    killed (no close): the state on disk predates that write.
+    let dev = device(DataLocation::File(img.clone()), Some(state.clone()));
+    assert_eq!(dev.state_origin(), StateOrigin::Saved);
+    assert!(mapped_at(&dev, 0) && !mapped_at(&dev, 64 << 20));
+    write(&dev, 64 << 20);
+    std::mem::forget(dev);
+    // 3. The next start knows, and reports the new data as data.
+    let dev = device(DataLocation::File(img.clone()), Some(state.clone()));
+    assert_eq!(dev.state_origin(), StateOrigin::OlderThanData);
+    assert!(mapped_at(&dev, 0), "{:?}", dev.allocation(0, 1 << 20, 8));
+    assert!(
+        mapped_at(&dev, 64 << 20),
+        "data written after the last save reported as a hole: {:?}",
+        dev.allocation(64 << 20, 1 << 20, 8)
+    );
+    // Never written: still a hole, from the file's allocation.
+    assert_eq!(dev.allocation(128 << 20, 1 << 20, 8), vec![(1 << 20, false)]);
+    // A clean exit makes the state describe the data again.
+    dev.close().unwrap();
+    drop(dev);
+    let dev = device(DataLocation::File(img.clone()), Some(state.clone()));
+    assert_eq!(dev.state_origin(), StateOrigin::Saved);
+    drop(dev);
+    // 4. --backing alone: no state, a file with data.
+    let dev = device(DataLocation::File(img.clone()), None);
+    assert_eq!(dev.state_origin(), StateOrigin::OlderThanData);
+    assert!(mapped_at(&dev, 64 << 20));
+    // A secure erase empties both: holes are holes again.
+    dev.secure_erase().unwrap();
+    assert_eq!(dev.allocation(0, 1 << 20, 8), vec![(1 << 20, false)]);
 }
 
 #[test]

@@ -587,6 +587,61 @@ impl Store {
         }
     }
 
+    /// The ranges of `offset..offset + len` where the backing file holds
+    /// data (`SEEK_DATA` / `SEEK_HOLE`), as `(start, len)`: everywhere else
+    /// it reads as zeros. At most `max` ranges (the last may be cut);
+    /// `None` for a memory store, whose contents never outlive the
+    /// process. A file system without `SEEK_DATA` reports the whole range
+    /// as data, which is never wrong.
+    pub fn data_extents(
+        &self,
+        offset: u64,
+        len: u64,
+        max: usize,
+    ) -> io::Result<Option<Vec<(u64, u64)>>> {
+        use std::os::fd::AsRawFd;
+        let Store::File(f) = self else {
+            return Ok(None);
+        };
+        self.check(offset, len)?;
+        let end = offset + len;
+        let fd = f.file.as_raw_fd();
+        let seek = |pos: u64, whence: libc::c_int| -> io::Result<Option<u64>> {
+            let at = libc::off_t::try_from(pos)
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "offset too large"))?;
+            // SAFETY: lseek only moves this fd's offset (the store does
+            // positioned I/O, which does not use it) and returns a value.
+            let r = unsafe { libc::lseek(fd, at, whence) };
+            if r < 0 {
+                let e = io::Error::last_os_error();
+                return match e.raw_os_error() {
+                    Some(libc::ENXIO) => Ok(None),
+                    _ => Err(e),
+                };
+            }
+            Ok(Some(r as u64))
+        };
+        let mut out = Vec::new();
+        let mut pos = offset;
+        while pos < end && out.len() < max {
+            let data = match seek(pos, libc::SEEK_DATA) {
+                Ok(Some(d)) => d,
+                Ok(None) => break,
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                    return Ok(Some(vec![(offset, len)]));
+                }
+                Err(e) => return Err(e),
+            };
+            if data >= end {
+                break;
+            }
+            let hole = seek(data, libc::SEEK_HOLE)?.unwrap_or(f.len).min(end);
+            out.push((data, hole - data));
+            pos = hole;
+        }
+        Ok(Some(out))
+    }
+
     /// Bytes discarded but not yet zeroed in the backing file (0 in memory).
     pub fn pending_zero_bytes(&self) -> u64 {
         match self {
