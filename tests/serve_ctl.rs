@@ -440,3 +440,40 @@ fn state_dir_locked_files_private_sockets_explicit() {
         "{err}"
     );
 }
+
+/// `vssd ctl` pointed at the wrong socket says what it reached instead of
+/// "connection reset by peer".
+#[test]
+fn ctl_at_a_data_socket_says_what_it_reached() {
+    let dir = tempfile::tempdir().unwrap();
+    let nbd = dir.path().join("nbd.sock");
+    let s = Serve::start(
+        dir.path(),
+        &[
+            "--profile",
+            "instant",
+            "--capacity",
+            "64M",
+            "--memory",
+            "--nbd",
+            &format!("unix:{}", nbd.display()),
+        ],
+    );
+    for (path, what) in [(&nbd, "NBD server"), (&s.socket, "without a reply")] {
+        let out = Command::new(VSSD)
+            .args(["ctl", "--control"])
+            .arg(path)
+            .args(["stats", "--timeout", "5"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(
+            err.contains("is not vssd's control socket") && err.contains(what),
+            "{}: {err}",
+            path.display()
+        );
+    }
+    s.stop_ok();
+}

@@ -38,6 +38,16 @@ pub enum CtlError {
         #[source]
         source: std::io::Error,
     },
+    /// The socket answered, but not as a control socket.
+    #[error(
+        "{path} is not vssd's control socket ({what}); give ctl the daemon's control socket with --control (by default the vhost-user socket's or the first unix NBD socket's path with .ctl added)"
+    )]
+    NotControl {
+        /// The socket.
+        path: PathBuf,
+        /// What it did instead.
+        what: &'static str,
+    },
     /// The daemon did not answer in time.
     #[error("no reply from the daemon within {0:?} (raise --timeout, or check the daemon's log)")]
     Timeout(Duration),
@@ -148,6 +158,7 @@ pub struct Client {
     w: UnixStream,
     r: BufReader<UnixStream>,
     timeout: Duration,
+    path: PathBuf,
 }
 
 impl Client {
@@ -163,6 +174,7 @@ impl Client {
             r: BufReader::new(s.try_clone()?),
             w: s,
             timeout,
+            path: control.into(),
         })
     }
 
@@ -174,20 +186,38 @@ impl Client {
     }
 
     fn line(&mut self) -> Result<String, CtlError> {
+        let not_control = |what| CtlError::NotControl {
+            path: self.path.clone(),
+            what,
+        };
+        let timeout = |e: &std::io::Error| {
+            matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            )
+        };
+        // What arrives first tells what is at the other end: an NBD server
+        // greets before it is asked; a vhost-user backend drops a client
+        // whose message it cannot parse.
+        match self.r.fill_buf() {
+            Ok([]) => return Err(not_control("it closed the connection without a reply")),
+            Ok(b) if b.starts_with(b"NBDMAGIC") => {
+                return Err(not_control("it greets like an NBD server"));
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                return Err(not_control("it reset the connection without a reply"));
+            }
+            Err(e) if timeout(&e) => return Err(CtlError::Timeout(self.timeout)),
+            Err(e) => return Err(e.into()),
+        }
         let mut l = String::new();
         match self.r.read_line(&mut l) {
             Ok(0) => Err(CtlError::Protocol(
                 "the daemon closed the connection".into(),
             )),
             Ok(_) => Ok(l),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                Err(CtlError::Timeout(self.timeout))
-            }
+            Err(e) if timeout(&e) => Err(CtlError::Timeout(self.timeout)),
             Err(e) => Err(e.into()),
         }
     }

@@ -142,7 +142,10 @@ fn block_status_never_hides_data_the_ftl_state_is_older_than() {
         dev.allocation(64 << 20, 1 << 20, 8)
     );
     // Never written: still a hole, from the file's allocation.
-    assert_eq!(dev.allocation(128 << 20, 1 << 20, 8), vec![(1 << 20, false)]);
+    assert_eq!(
+        dev.allocation(128 << 20, 1 << 20, 8),
+        vec![(1 << 20, false)]
+    );
     // A clean exit makes the state describe the data again.
     dev.close().unwrap();
     drop(dev);
