@@ -12,6 +12,7 @@
 //! Everything runs in model time: the figures are deterministic.
 
 use std::fmt::Write as _;
+use std::io::IsTerminal;
 
 use serde::Serialize;
 use thiserror::Error;
@@ -407,6 +408,22 @@ fn profiles(args: &CalibrateArgs) -> Result<Vec<Profile>, CalibrateError> {
 pub fn run(args: CalibrateArgs) -> Result<(), CalibrateError> {
     let mut out = String::new();
     let mut json = Vec::new();
+    // What is being simulated, on a TTY (a full-size --protocols run takes
+    // minutes); quiet with --json or without a terminal.
+    let spinner = (!args.json && std::io::stderr().is_terminal()).then(|| {
+        let b = indicatif::ProgressBar::new_spinner();
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} calibrate {msg} ({elapsed})")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+        );
+        b.enable_steady_tick(std::time::Duration::from_millis(120));
+        b
+    });
+    let step = |what: String| {
+        if let Some(b) = &spinner {
+            b.set_message(what);
+        }
+    };
     if let Some(sizes) = &args.scale {
         for name in profile_names(&args)? {
             let full = Profile::load(&name)?;
@@ -420,6 +437,7 @@ pub fn run(args: CalibrateArgs) -> Result<(), CalibrateError> {
                     })?;
                     full.with_capacity(c)?
                 };
+                step(format!("{name} at {s}: used state"));
                 let u = used_state(&p, args.random_factor, 1)?;
                 if args.json {
                     json.push(serde_json::to_value(&u).unwrap_or_default());
@@ -428,9 +446,13 @@ pub fn run(args: CalibrateArgs) -> Result<(), CalibrateError> {
                 }
             }
         }
+        if let Some(b) = &spinner {
+            b.finish_and_clear();
+        }
         return finish(args.json, out, json);
     }
     for p in profiles(&args)? {
+        step(format!("{}: spec figures", p.name));
         let c = calibrate(&p, 1)?;
         if args.json {
             json.push(serde_json::to_value(&c).unwrap_or_default());
@@ -438,6 +460,10 @@ pub fn run(args: CalibrateArgs) -> Result<(), CalibrateError> {
             out.push_str(&table(&c));
         }
         if args.protocols {
+            step(format!(
+                "{}: protocols P1 and P2 (30 min of random writes each, in model time)",
+                p.name
+            ));
             let x = protocols(&p, 1)?;
             if args.json {
                 json.push(serde_json::to_value(&x).unwrap_or_default());
@@ -447,6 +473,7 @@ pub fn run(args: CalibrateArgs) -> Result<(), CalibrateError> {
             }
         }
         if args.used {
+            step(format!("{}: used state", p.name));
             let u = used_state(&p, args.random_factor, 1)?;
             if args.json {
                 json.push(serde_json::to_value(&u).unwrap_or_default());
@@ -454,6 +481,9 @@ pub fn run(args: CalibrateArgs) -> Result<(), CalibrateError> {
                 let _ = writeln!(out, "  used state: {}\n", used_line(&u));
             }
         }
+    }
+    if let Some(b) = &spinner {
+        b.finish_and_clear();
     }
     finish(args.json, out, json)
 }
