@@ -232,8 +232,27 @@ fn eval(e: &Expr, get: &dyn Fn(&str, &str) -> Option<f64>) -> Result<f64, ExprEr
     })
 }
 
+/// Whether an expression is a bandwidth (it refers to a `*_bw` metric,
+/// bytes per second).
+fn is_rate(e: &Expr) -> bool {
+    match e {
+        Expr::Num(_) => false,
+        Expr::Ref(_, m) => m.ends_with("_bw"),
+        Expr::Neg(x) => is_rate(x),
+        Expr::Bin(a, _, b) => is_rate(a) || is_rate(b),
+    }
+}
+
 fn show(e: &Expr, get: &dyn Fn(&str, &str) -> Option<f64>) -> String {
-    let v = eval(e, get).map(fmt_num).unwrap_or_else(|_| "?".into());
+    let v = eval(e, get)
+        .map(|v| {
+            if is_rate(e) {
+                format!("{} MB/s", super::numfmt::fmt_num(v / 1e6, 1))
+            } else {
+                fmt_num(v)
+            }
+        })
+        .unwrap_or_else(|_| "?".into());
     match e {
         Expr::Num(_) => v,
         _ => format!("{} = {v}", expr_text(e)),
@@ -249,11 +268,15 @@ fn expr_text(e: &Expr) -> String {
     }
 }
 
-/// A number with 4 significant digits.
+/// A number as people read it: up to 4 decimals below 10^5, whole with
+/// thousands separators above (no `5.1318e7`), scientific only for the
+/// tiny.
 pub fn fmt_num(v: f64) -> String {
     if v == 0.0 || (v.abs() >= 1e-3 && v.abs() < 1e5) {
         let s = format!("{v:.4}");
         s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else if v.abs() >= 1e5 && v.is_finite() {
+        super::numfmt::fmt_num(v, 0)
     } else {
         format!("{v:.4e}")
     }
@@ -370,7 +393,10 @@ mod tests {
         );
         let (ok, d) = a.check(&get);
         assert!(ok, "{d}");
-        assert!(d.contains("trimmed.write_bw = 1.9000e8"), "{d}");
+        assert!(d.contains("trimmed.write_bw = 190.0 MB/s"), "{d}");
+        assert!(d.contains("0.9 * fresh.write_bw = 180.0 MB/s"), "{d}");
+        assert_eq!(fmt_num(51_318_000.0), "51,318,000");
+        assert_eq!(fmt_num(0.5), "0.5");
         let a = Assertion::parse("used.write_bw <= (fresh.write_bw - 100M) / 2").unwrap();
         assert!(a.check(&get).0);
         let a = Assertion::parse("used.write_bw > 0.5 * fresh.write_bw").unwrap();

@@ -66,6 +66,24 @@ fn colour(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
 }
 
+/// Write amplification over time, only where the host wrote since the
+/// previous sample: an idle or read-only stretch has none (not 0), so the
+/// line breaks there (a NaN point splits it).
+fn waf_points(samples: &[super::results::DriveSample]) -> Vec<(f64, f64)> {
+    let mut waf: Vec<(f64, f64)> = Vec::new();
+    let mut prev_host: Option<u64> = None;
+    for s in samples {
+        let wrote = prev_host.is_none_or(|h| s.host_written_bytes > h);
+        prev_host = Some(s.host_written_bytes);
+        if wrote && s.waf.is_finite() && s.waf > 0.0 {
+            waf.push((s.t_s, s.waf));
+        } else if waf.last().is_some_and(|p| p.1.is_finite()) {
+            waf.push((s.t_s, f64::NAN));
+        }
+    }
+    waf
+}
+
 /// Every chart of a run: its own, and with a simulator run attached, the
 /// overlays and the simulator's own charts (prefixed `sim-`).
 pub fn charts(r: &BenchResults) -> Vec<Chart> {
@@ -450,11 +468,7 @@ pub fn drive(r: &BenchResults) -> Option<Chart> {
             .map(|p| p.name.clone())
             .unwrap_or_else(|| format!("phase {i}"))
     };
-    let waf: Vec<(f64, f64)> = samples
-        .iter()
-        .filter(|s| s.waf.is_finite())
-        .map(|s| (s.t_s, s.waf))
-        .collect();
+    let waf = waf_points(&samples);
     let free: Vec<(f64, f64)> = samples
         .iter()
         .map(|s| (s.t_s, s.free_blocks as f64))
@@ -468,7 +482,13 @@ pub fn drive(r: &BenchResults) -> Option<Chart> {
         draw_header(&header, &title, &sub)?;
         let (top, bottom) = body.split_vertically((HEIGHT - HEADER_H) * 45 / 100);
         let (x0, x1) = x_range(samples.iter().map(|s| s.t_s));
-        let (_, waf_hi) = range(waf.iter().map(|p| p.1).chain([1.0]), true);
+        let (_, waf_hi) = range(
+            waf.iter()
+                .map(|p| p.1)
+                .filter(|v| v.is_finite())
+                .chain([1.0]),
+            true,
+        );
         let free_hi = if total > 0 {
             total as f64
         } else {
@@ -543,11 +563,13 @@ pub fn drive(r: &BenchResults) -> Option<Chart> {
                 filled: false,
                 stroke_width: 2,
             };
-            let pts = clamp_points(pts, (x0, x1), (0.0, hi));
-            if pts.len() == 1 {
-                chart.draw_series(pts.iter().map(|p| Circle::new(*p, 3, style.filled())))?;
-            } else {
-                chart.draw_series(LineSeries::new(pts, style))?;
+            for segment in pts.split(|p| !p.1.is_finite()) {
+                let seg = clamp_points(segment, (x0, x1), (0.0, hi));
+                if seg.len() == 1 {
+                    chart.draw_series(seg.iter().map(|p| Circle::new(*p, 3, style.filled())))?;
+                } else if seg.len() > 1 {
+                    chart.draw_series(LineSeries::new(seg, style))?;
+                }
             }
             if !is_bottom {
                 label_at = spans
@@ -590,6 +612,34 @@ pub fn drive(r: &BenchResults) -> Option<Chart> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::results::DriveSample;
+
+    #[test]
+    fn write_amplification_breaks_where_the_host_did_not_write() {
+        let at = |t: f64, waf: f64, host: u64| DriveSample {
+            t_s: t,
+            phase: 0,
+            waf,
+            free_blocks: 0,
+            total_blocks: 0,
+            host_written_bytes: host,
+            nand_bytes_programmed: 0,
+        };
+        // Writing, then idle (no new host bytes, waf 0), then writing again.
+        let pts = super::waf_points(&[
+            at(0.0, 1.5, 10),
+            at(1.0, 2.0, 20),
+            at(2.0, 0.0, 20),
+            at(3.0, 0.0, 20),
+            at(4.0, 3.0, 30),
+        ]);
+        assert_eq!(pts.len(), 4, "{pts:?}");
+        assert_eq!(pts[..2], [(0.0, 1.5), (1.0, 2.0)]);
+        assert!(pts[2].1.is_nan(), "one break for the idle stretch: {pts:?}");
+        assert_eq!(pts[3], (4.0, 3.0));
+        assert!(pts.iter().all(|p| p.1 != 0.0));
+    }
+
     use super::*;
 
     #[test]
