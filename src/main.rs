@@ -90,6 +90,9 @@ fn profiles(what: Option<ProfilesCmd>) -> Result<(), Box<dyn std::error::Error>>
             measure,
         }) => {
             let p = Profile::load_with_capacity(&name, capacity)?;
+            if measure {
+                p.check_memory()?;
+            }
             let pr = p.predict();
             let mbs = |v: f64| {
                 if v.is_finite() {

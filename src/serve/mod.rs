@@ -246,6 +246,7 @@ fn base_path(args: &ServeArgs) -> Option<PathBuf> {
 pub fn run(args: ServeArgs) -> Result<(), ServeError> {
     let sigset = block_signals().map_err(ServeError::Setup)?;
     let profile = Profile::load_with_capacity(&args.profile, args.capacity)?;
+    profile.check_memory()?;
     if !args.queue_size.is_power_of_two() {
         return Err(ServeError::Usage(format!(
             "--queue-size {} must be a power of two",

@@ -4,6 +4,7 @@
 //! the same fields. [`Profile::load`] accepts either a preset name or a path.
 //! Validation errors name the field and the allowed range.
 
+pub mod memory;
 mod period;
 pub mod presets;
 mod scale;
@@ -56,6 +57,20 @@ pub enum ProfileError {
         requested: u64,
         /// The smallest capacity that works, bytes.
         minimum: u64,
+    },
+    /// The drive's model would not fit in this machine's memory.
+    #[error(
+        "profile {profile}: its model would need about {} of memory (mapping tables and block state), more than the {} this machine has available; use a larger mapping unit or page, or a smaller capacity (--capacity)",
+        describe_size(*need),
+        describe_size(*have)
+    )]
+    TooBig {
+        /// The profile's name.
+        profile: String,
+        /// Bytes the model needs.
+        need: u64,
+        /// Bytes available.
+        have: u64,
     },
     /// The TOML does not parse or has fields of the wrong type.
     #[error("profile {origin}: {message}")]

@@ -400,7 +400,11 @@ fn profiles(args: &CalibrateArgs) -> Result<Vec<Profile>, CalibrateError> {
     };
     names
         .iter()
-        .map(|n| Ok(Profile::load_with_capacity(n, args.capacity)?))
+        .map(|n| {
+            let p = Profile::load_with_capacity(n, args.capacity)?;
+            p.check_memory()?;
+            Ok(p)
+        })
         .collect()
 }
 

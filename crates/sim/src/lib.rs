@@ -130,6 +130,7 @@ pub fn run(args: SimArgs) -> Result<(), SimError> {
         log::warn!("{w}");
     }
     let profile = Profile::load_with_capacity(&args.profile, args.capacity)?;
+    profile.check_memory()?;
     let wall = Instant::now();
     let mut sim = Simulation::new(&profile, args.seed);
     sim.set_epoch(args.epoch);

@@ -447,6 +447,7 @@ impl Scenario {
             (None, None) => None,
         };
         let profile = Profile::load_with_capacity(&profile_name, capacity)
+            .and_then(|p| p.check_memory().map(|()| p))
             .map_err(|e| err(1, format!("[drive]: {e}")))?;
         let capacity = profile.geometry.exported_capacity.0;
         let tolerance = spec.tolerance.unwrap_or(0.10);
