@@ -77,7 +77,13 @@ fn built_in_protocols_in_the_simulator() {
     for s in ["used-state", "trim-recovery", "partition-retention"] {
         assert!(text.contains(s), "{text}");
         let shown = bench(&["show", s]);
-        assert!(String::from_utf8_lossy(&shown.stdout).contains("[[phase]]"));
+        let shown = String::from_utf8_lossy(&shown.stdout);
+        assert!(shown.contains("[[phase]]"));
+        // What running it takes: boots and the drive's own time.
+        assert!(
+            shown.contains("# Estimate (vssd bench show): ") && shown.contains("guest boot"),
+            "{shown}"
+        );
         let dir = scratch_dir();
         let o = bench(&[
             "run",

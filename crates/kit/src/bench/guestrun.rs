@@ -36,6 +36,8 @@ pub struct GuestOptions {
     pub cancel: Arc<AtomicBool>,
     /// Expected duration of each phase (from a simulator run), s.
     pub expected_s: Vec<f64>,
+    /// Host bytes each phase moves (from the same simulator run).
+    pub expected_bytes: Vec<u64>,
     /// Accelerator (None: detect).
     pub accel: Option<crate::guest::Accel>,
 }
@@ -301,6 +303,7 @@ pub fn run(
                 &p.name,
                 p.kind.name(),
                 o.expected_s.get(first).copied(),
+                o.expected_bytes.get(first).copied(),
             );
             let before = snap(&serve)?;
             let mut r = new_phase(first);
@@ -380,7 +383,13 @@ pub fn run(
             if let Some(p) = sc.phases.get(i) {
                 if begin {
                     phase_now.store(i, Ordering::SeqCst);
-                    progress.begin(i, &p.name, p.kind.name(), o.expected_s.get(i).copied());
+                    progress.begin(
+                        i,
+                        &p.name,
+                        p.kind.name(),
+                        o.expected_s.get(i).copied(),
+                        o.expected_bytes.get(i).copied(),
+                    );
                 } else {
                     progress.done(i);
                 }

@@ -394,6 +394,28 @@ fn write_outputs(dir: &std::path::Path, r: &BenchResults) -> Result<(), BenchErr
         .map_err(|e| BenchError::Io(format!("{}: {e}", dir.display())))
 }
 
+/// What a run of `sc` takes, as TOML comments for `bench show`: guest
+/// boots, and the drive's own time per phase from the simulator (a guest
+/// adds its boots and, under TCG, whatever it cannot keep up with).
+fn show_estimate(sc: &Scenario) -> Result<String, BenchError> {
+    let predicted = simrun::run(sc, 1, None, &mut |_, _| {})?;
+    let boots = sc
+        .segments()
+        .iter()
+        .filter(|r| !sc.phases[r.start].kind.host_side())
+        .count();
+    let total: f64 = predicted.phases.iter().map(|p| p.model_s).sum();
+    let mut o = format!(
+        "\n# Estimate (vssd bench show): {boots} guest boot{}, {:.0} s of drive time in all\n# (the simulator's figure; a guest adds ~10 s per boot under TCG, and more\n# where it cannot keep the drive busy). Per phase:\n",
+        if boots == 1 { "" } else { "s" },
+        total
+    );
+    for p in &predicted.phases {
+        o.push_str(&format!("#   {:<20} {:>8.1} s\n", p.name, p.model_s));
+    }
+    Ok(o)
+}
+
 fn run_cmd(a: RunArgs) -> Result<(), BenchError> {
     let sc = Scenario::load(
         &a.scenario,
@@ -417,6 +439,20 @@ fn run_cmd(a: RunArgs) -> Result<(), BenchError> {
     // The simulator first: it predicts each phase's duration.
     progress.say("simulating the scenario (model time)");
     let predicted = simrun::run(&sc, a.seed, None, &mut |_, _| {})?;
+    // Bytes each phase moves, host reads and writes: the same in the guest
+    // as in the simulator, whatever the guest's speed.
+    let expected_bytes: Vec<u64> = predicted
+        .phases
+        .iter()
+        .map(|p| match (&p.counters_before, &p.counters_after) {
+            (Some(a), Some(b)) => (b.host_written_bytes + b.host_read_bytes)
+                .saturating_sub(a.host_written_bytes + a.host_read_bytes),
+            _ => 0,
+        })
+        .collect();
+    if !a.sim_only {
+        progress.plan(expected_bytes.iter().sum());
+    }
     let mut r = if a.sim_only {
         predicted
     } else {
@@ -430,6 +466,7 @@ fn run_cmd(a: RunArgs) -> Result<(), BenchError> {
             timeout: Duration::from_secs(a.timeout),
             cancel: cancel.clone(),
             expected_s: predicted.phases.iter().map(|p| p.model_s).collect(),
+            expected_bytes: expected_bytes.clone(),
             accel: match a.accel {
                 AccelArg::Auto => None,
                 AccelArg::Kvm => Some(Accel::Kvm),
@@ -540,7 +577,14 @@ pub fn run(args: BenchArgs) -> Result<(), BenchError> {
             vssd_common::cli_out::print(&t).map_err(BenchError::Output)
         }
         BenchCmd::Show { name } => match scenario::builtin_text(&name) {
-            Some(t) => vssd_common::cli_out::print(t).map_err(BenchError::Output),
+            Some(t) => {
+                let mut text = t.to_string();
+                // A scenario (not a job file): what running it takes.
+                if let Ok(sc) = Scenario::load(&name, &Overrides::default()) {
+                    text.push_str(&show_estimate(&sc)?);
+                }
+                vssd_common::cli_out::print(&text).map_err(BenchError::Output)
+            }
             None => Err(BenchError::Usage(format!(
                 "no built-in scenario or job file {name:?} (see vssd bench list)"
             ))),

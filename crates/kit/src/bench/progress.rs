@@ -1,6 +1,9 @@
-//! Progress of a benchmark run: on a terminal a bar per phase (name,
-//! elapsed / expected, current MB/s); otherwise one line per phase event,
-//! quiet in JSON mode.
+//! Progress of a benchmark run: on a terminal, an overall bar (bytes the
+//! drive moved of those the simulator says the run moves, the measured
+//! rate, an ETA) and a bar per phase (the same for the phase), finished
+//! phases staying visible; otherwise one line per phase event, quiet in
+//! JSON mode. Bytes, not time: a guest under TCG can take far longer than
+//! the simulator's time for the same bytes, but it moves the same bytes.
 
 use std::io::IsTerminal;
 use std::sync::{Arc, Mutex};
@@ -13,6 +16,7 @@ use super::results::PhaseResult;
 #[derive(Default)]
 struct State {
     bar: Option<ProgressBar>,
+    overall: Option<ProgressBar>,
     rate: f64,
     name: String,
 }
@@ -61,6 +65,23 @@ impl Progress {
         }
     }
 
+    /// The whole run moves about `bytes` (the simulator's count): an
+    /// overall bar with the measured rate and an ETA.
+    pub fn plan(&self, bytes: u64) {
+        let Some(mp) = &self.multi else { return };
+        if bytes == 0 {
+            return;
+        }
+        let b = mp.add(ProgressBar::new(bytes));
+        if let Ok(s) = ProgressStyle::with_template(
+            "{prefix:40} {wide_bar} {binary_bytes}/{binary_total_bytes} {binary_bytes_per_sec}, ETA {eta}",
+        ) {
+            b.set_style(s);
+        }
+        b.set_prefix(format!("overall ({} phases)", self.total));
+        self.state().overall = Some(b);
+    }
+
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -78,26 +99,41 @@ impl Progress {
         }
     }
 
-    /// Phase `i` starts; `expected_s` from a simulator run if known.
-    pub fn begin(&self, i: usize, name: &str, kind: &str, expected_s: Option<f64>) {
+    /// Phase `i` starts; `expected_s` and `expected_bytes` from a simulator
+    /// run if known.
+    pub fn begin(
+        &self,
+        i: usize,
+        name: &str,
+        kind: &str,
+        expected_s: Option<f64>,
+        expected_bytes: Option<u64>,
+    ) {
         let mut st = self.state();
         if let Some(b) = st.bar.take() {
-            b.finish_and_clear();
+            b.finish();
         }
         st.name = name.to_string();
         st.rate = 0.0;
         let label = format!("[{}/{}] {name} ({kind})", i + 1, self.total);
         match &self.multi {
             Some(mp) => {
-                let exp = expected_s.unwrap_or(0.0).max(0.0);
-                let b = mp.add(ProgressBar::new((exp * 1000.0).max(1.0) as u64));
-                let tpl = if expected_s.is_some() {
-                    "{prefix:40} {wide_bar} {elapsed:>5} of ~{len_s}  {msg}"
-                } else {
-                    "{prefix:40} {spinner} {elapsed:>5}  {msg}"
+                let bytes = expected_bytes.filter(|b| *b > 0);
+                let b = match (&st.overall, bytes) {
+                    (Some(o), _) => mp.insert_before(o, ProgressBar::new(bytes.unwrap_or(1))),
+                    (None, _) => mp.add(ProgressBar::new(bytes.unwrap_or(1))),
                 };
-                let len_s = format!("{:.0}s", exp);
-                if let Ok(s) = ProgressStyle::with_template(&tpl.replace("{len_s}", &len_s)) {
+                let tpl = match (bytes, expected_s) {
+                    (Some(_), Some(s)) => format!(
+                        "{{prefix:40}} {{wide_bar}} {{binary_bytes}}/{{binary_total_bytes}}, {{elapsed}} (drive time ~{s:.0}s)  {{msg}}"
+                    ),
+                    (Some(_), None) => {
+                        "{prefix:40} {wide_bar} {binary_bytes}/{binary_total_bytes}, {elapsed}  {msg}"
+                            .to_string()
+                    }
+                    (None, _) => "{prefix:40} {spinner} {elapsed:>5}  {msg}".to_string(),
+                };
+                if let Ok(s) = ProgressStyle::with_template(&tpl) {
                     b.set_style(s);
                 }
                 b.set_prefix(label);
@@ -118,30 +154,42 @@ impl Progress {
         }
     }
 
-    /// Host bytes/s moved in the last second.
+    /// Host bytes the drive moved in the last second.
     pub fn rate(&self, bytes_s: f64) {
         let mut st = self.state();
         st.rate = bytes_s;
+        let n = bytes_s.max(0.0) as u64;
         if let Some(b) = &st.bar {
-            if let Some(len) = b.length() {
-                let elapsed = b.elapsed().as_millis() as u64;
-                b.set_position(elapsed.min(len));
+            if b.length().is_some_and(|l| l > 1) {
+                b.inc(n);
             }
             b.set_message(format!("{:.1} MB/s", bytes_s / 1e6));
         }
+        if let Some(o) = &st.overall {
+            o.inc(n);
+        }
     }
 
-    /// The guest says phase `i` ended (results come after the boot).
+    /// The guest says phase `i` ended (results come after the boot): its
+    /// bar stays, marked done.
     pub fn done(&self, _i: usize) {
         let mut st = self.state();
         if let Some(b) = st.bar.take() {
-            b.finish_and_clear();
+            if let Some(l) = b.length().filter(|l| *l > 1) {
+                b.set_position(l);
+            }
+            b.finish_with_message("done");
         }
     }
 
     /// Phase `i` ended with `r`.
     pub fn end(&self, i: usize, r: &PhaseResult) {
         self.done(i);
+        if i + 1 == self.total
+            && let Some(o) = self.state().overall.take()
+        {
+            o.finish_and_clear();
+        }
         let line = format!(
             "[{}/{}] {} ({}): {:.1} s{}",
             i + 1,
