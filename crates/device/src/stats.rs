@@ -119,14 +119,14 @@ struct IoCounters {
 }
 
 impl IoCounters {
-    fn record(&self, op: OpKind, bytes: u64, status: Status, trim: TrimOutcome) {
+    fn record(&self, op: OpKind, bytes: u64, status: Status, refused: bool, trim: TrimOutcome) {
         let i = op as usize;
         self.cmds[i].fetch_add(1, Relaxed);
         self.bytes[i].fetch_add(bytes, Relaxed);
         if !status.is_ok() {
             self.errors[i].fetch_add(1, Relaxed);
         }
-        if status == Status::Invalid || status == Status::Unsupported {
+        if refused || status == Status::Invalid || status == Status::Unsupported {
             self.rejected.fetch_add(1, Relaxed);
         }
         if status.is_ok() {
@@ -272,7 +272,7 @@ impl Stats {
         if !p.status.is_ok() {
             s.errors.fetch_add(1, Relaxed);
         }
-        if p.status == Status::Invalid || p.status == Status::Unsupported {
+        if p.refused || p.status == Status::Invalid || p.status == Status::Unsupported {
             self.rejected.fetch_add(1, Relaxed);
         }
         s.modelled.record(p.due_ns.saturating_sub(p.submit_ns));
@@ -456,6 +456,7 @@ impl Connection {
             submit_ns,
             due_ns: submit_ns,
             trim: TrimOutcome::default(),
+            refused: false,
             done: false,
         }
     }
@@ -496,6 +497,9 @@ pub struct Pending {
     submit_ns: u64,
     due_ns: u64,
     trim: TrimOutcome,
+    /// Refused by the frontend before it reached the drive (counted as
+    /// rejected whatever its status).
+    refused: bool,
     done: bool,
 }
 
@@ -553,6 +557,15 @@ impl Pending {
         self.due_ns = self.submit_ns;
     }
 
+    /// The frontend refused the request before it reached the drive, with
+    /// `status` (its protocol's error comes from it): due now, and counted
+    /// as rejected whatever the status (a write beyond the end is refused
+    /// with [`Status::NoSpace`], NBD's ENOSPC).
+    pub fn refuse(&mut self, status: Status) {
+        self.fail(status);
+        self.refused = true;
+    }
+
     /// The completion reached the client at `delivered_ns` (daemon clock):
     /// record status, bytes, latency and lateness, and leave the in-flight set.
     pub fn complete(mut self, delivered_ns: u64) {
@@ -561,10 +574,10 @@ impl Pending {
         h.device.record(&self, delivered_ns);
         h.conn
             .counters
-            .record(self.op, self.bytes, self.status, self.trim);
+            .record(self.op, self.bytes, self.status, self.refused, self.trim);
         h.frontend
             .counters
-            .record(self.op, self.bytes, self.status, self.trim);
+            .record(self.op, self.bytes, self.status, self.refused, self.trim);
         h.device.in_flight.fetch_sub(1, Relaxed);
     }
 }

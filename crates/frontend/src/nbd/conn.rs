@@ -366,7 +366,7 @@ fn reader_loop(
                     io::copy(&mut (&mut input).take(u64::from(r.len)), &mut io::sink())?;
                 }
                 let mut p = dev.begin(conn, op_kind(r.kind), 0);
-                p.fail(status);
+                p.refuse(status);
                 (Body::Empty, p)
             }
             Ok(c) => execute(dev, conn, c, &mut input)?,

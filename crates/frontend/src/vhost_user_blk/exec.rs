@@ -143,7 +143,7 @@ pub fn execute(
 fn refused(dev: &Device, conn: &Connection, op: OpKind, e: FrontendError) -> (Pending, u32) {
     debug!("{op:?} refused: {e}");
     let mut p = dev.begin(conn, op, 0);
-    p.fail(e.status());
+    p.refuse(e.status());
     (p, 1)
 }
 
