@@ -214,6 +214,15 @@ pub fn validate(r: &proto::Request, size: u64, neg: &Negotiated) -> Result<Comma
             "no metadata context selected",
         ));
     }
+    if r.kind == cmd::BLOCK_STATUS && r.len == 0 {
+        // A block-status reply must hold at least one descriptor, and a
+        // descriptor of zero length is not allowed: there is nothing to
+        // describe, so the request is invalid.
+        return Err(Refusal::Refuse(
+            Status::Invalid,
+            "block status of zero bytes",
+        ));
+    }
     if !r.offset.is_multiple_of(SECTOR) || !u64::from(r.len).is_multiple_of(SECTOR) {
         return Err(Refusal::Refuse(Status::Invalid, "not aligned to 512 bytes"));
     }
@@ -680,6 +689,13 @@ mod tests {
             validate(&req(cmd::BLOCK_STATUS, 0, 0, 512), size, &neg(true, false)),
             Err(Refusal::Refuse(Status::Invalid, _))
         ));
+        assert!(
+            matches!(
+                validate(&req(cmd::BLOCK_STATUS, 0, 4096, 0), size, &n),
+                Err(Refusal::Refuse(Status::Invalid, _))
+            ),
+            "block status of length 0 has no descriptor to return"
+        );
         assert!(matches!(
             validate(&req(42, 0, 0, 0), size, &n),
             Err(Refusal::Refuse(Status::Invalid, _))
