@@ -20,7 +20,7 @@ use std::time::Duration;
 use log::{debug, warn};
 use vm_memory::VolatileSlice;
 
-use super::handshake::{MAX_PAYLOAD, Negotiated};
+use super::handshake::{Deadline, MAX_PAYLOAD, Negotiated};
 use super::proto::{self, BASE_ALLOCATION_ID, REQUEST_LEN, cflags, chunk, cmd, errno, state};
 use super::sock::Sock;
 use vssd_device::scheduler::{CompletionHeap, Timing};
@@ -529,7 +529,6 @@ pub const SEND_TIMEOUT: Duration = Duration::from_secs(30);
 
 fn writer_loop(dev: &Device, shared: &Shared, mut out: Sock, timing: Timing) {
     timing.setup_thread();
-    let _ = out.set_write_timeout(Some(SEND_TIMEOUT));
     loop {
         let batch: Vec<Out> = {
             let mut st = shared.lock();
@@ -575,7 +574,10 @@ fn writer_loop(dev: &Device, shared: &Shared, mut out: Sock, timing: Timing) {
         for o in batch {
             if !failed {
                 let bytes = encode(&o);
-                if let Err(e) = out.write_all(&bytes) {
+                // One deadline for the whole reply: a timeout per write
+                // restarted with every partial write of a large reply.
+                let deadline = std::time::Instant::now() + SEND_TIMEOUT;
+                if let Err(e) = Deadline::new(&mut out, deadline).write_all(&bytes) {
                     debug!("NBD: sending a reply failed ({e}); closing the connection");
                     failed = true;
                 }

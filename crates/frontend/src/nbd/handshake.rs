@@ -305,7 +305,7 @@ impl<'a, S: Read + Write + Timeouts> Deadline<'a, S> {
         if left.is_zero() {
             return Err(io::Error::new(
                 io::ErrorKind::TimedOut,
-                "the handshake took too long",
+                "the deadline passed",
             ));
         }
         Ok(left)
@@ -319,7 +319,7 @@ impl<S: Read + Write + Timeouts> Read for Deadline<'_, S> {
         match self.s.read(buf) {
             Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock) => Err(io::Error::new(
                 io::ErrorKind::TimedOut,
-                "the handshake took too long",
+                "the deadline passed",
             )),
             r => r,
         }
@@ -333,7 +333,7 @@ impl<S: Read + Write + Timeouts> Write for Deadline<'_, S> {
         match self.s.write(buf) {
             Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock) => Err(io::Error::new(
                 io::ErrorKind::TimedOut,
-                "the handshake took too long",
+                "the deadline passed",
             )),
             r => r,
         }
@@ -591,6 +591,26 @@ mod tests {
             "{r:?}"
         );
         assert!(took < Duration::from_millis(1500), "{took:?}");
+    }
+
+    /// A write to a peer that never reads fails at the deadline of the
+    /// whole write, not after a timeout per partial write.
+    #[test]
+    fn a_write_to_a_peer_that_does_not_read_ends_at_the_deadline() {
+        let (mut srv, _c) = UnixStream::pair().unwrap();
+        let t = std::time::Instant::now();
+        let big = vec![0u8; 8 << 20];
+        let r =
+            Deadline::new(&mut srv, Instant::now() + Duration::from_millis(500)).write_all(&big);
+        assert!(
+            matches!(&r, Err(e) if e.kind() == io::ErrorKind::TimedOut),
+            "{r:?}"
+        );
+        assert!(
+            t.elapsed() < Duration::from_millis(1500),
+            "{:?}",
+            t.elapsed()
+        );
     }
 
     #[test]
