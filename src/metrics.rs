@@ -6,13 +6,21 @@
 //! `*_quantile_seconds` gauges), plus the latency and lateness histograms
 //! as Prometheus histograms with power-of-two buckets from 1 µs to ~17 s.
 //! Encoding is `prometheus-client`'s; the HTTP side is a minimal
-//! one-request-per-connection server on a thread (`GET /metrics`).
+//! one-request-per-connection server (`GET /metrics`), up to 8 requests
+//! at once, each with a 10 s deadline for the whole request.
 
 use std::fmt::Write as _;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// Scrapes served at once.
+const MAX_SCRAPES: usize = 8;
+
+/// How long a client may take to send its whole request.
+const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
 
 use log::{debug, info, warn};
 use prometheus_client::collector::Collector;
@@ -473,6 +481,7 @@ pub fn spawn(
     let l = TcpListener::bind(addr).map_err(|source| MetricsError::Bind { addr, source })?;
     let bound = l.local_addr().unwrap_or(addr);
     let weak = Arc::downgrade(device);
+    let busy = Arc::new(AtomicUsize::new(0));
     let spawned = std::thread::Builder::new()
         .name("vssd-metrics".into())
         .spawn(move || {
@@ -480,8 +489,27 @@ pub fn spawn(
                 let Some(dev) = weak.upgrade() else { break };
                 match s {
                     Ok(s) => {
-                        if let Err(e) = answer(s, &dev) {
-                            debug!("metrics request: {e}");
+                        // Scrapes are served concurrently, at most
+                        // MAX_SCRAPES at once (more are closed at once), so
+                        // one slow client cannot hold up the others.
+                        let taken = busy.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                            (n < MAX_SCRAPES).then_some(n + 1)
+                        });
+                        if taken.is_err() {
+                            debug!("metrics: {MAX_SCRAPES} scrapes in progress; refusing another");
+                            continue;
+                        }
+                        let busy = busy.clone();
+                        let r = std::thread::Builder::new()
+                            .name("vssd-metrics-req".into())
+                            .spawn(move || {
+                                if let Err(e) = answer(s, &dev) {
+                                    debug!("metrics request: {e}");
+                                }
+                                busy.fetch_sub(1, Ordering::SeqCst);
+                            });
+                        if let Err(e) = r {
+                            warn!("metrics: cannot start a thread: {e}");
                         }
                     }
                     Err(e) => {
@@ -500,11 +528,21 @@ pub fn spawn(
 
 /// Read one request (headers only) and answer it.
 fn answer(mut s: TcpStream, dev: &Arc<Device>) -> io::Result<()> {
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
     s.set_write_timeout(Some(Duration::from_secs(5)))?;
+    // One deadline for the whole request: a timeout per read would let a
+    // client dripping a byte at a time keep the request open for ever.
+    let deadline = Instant::now() + REQUEST_DEADLINE;
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
     while !buf.windows(4).any(|w| w == b"\r\n\r\n") && !buf.windows(2).any(|w| w == b"\n\n") {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "request not received within its deadline",
+            ));
+        }
+        s.set_read_timeout(Some(left))?;
         let n = s.read(&mut chunk)?;
         if n == 0 {
             break;
@@ -551,6 +589,32 @@ mod tests {
     use vm_memory::VolatileSlice;
     use vssd_device::{DataLocation, DeviceOptions};
     use vssd_profile::Profile;
+
+    #[test]
+    fn a_dripping_client_does_not_hold_up_other_scrapes() {
+        let dev = Arc::new(
+            Device::open(DeviceOptions {
+                profile: Profile::load_with_capacity("instant", Some(64 << 20)).unwrap(),
+                data: DataLocation::Memory,
+                state_file: None,
+                seed: 1,
+            })
+            .unwrap(),
+        );
+        let addr = spawn("127.0.0.1:0".parse().unwrap(), false, &dev).unwrap();
+        let mut drip = TcpStream::connect(addr).unwrap();
+        drip.write_all(b"G").unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        let t = Instant::now();
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+        assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+        drop(drip);
+    }
 
     #[test]
     fn metrics_carry_the_same_numbers_as_the_report() {

@@ -363,6 +363,88 @@ fn malformed_and_hostile_clients_get_errors_not_a_wedged_daemon() {
     assert_eq!(code, 0, "{log}");
 }
 
+/// Connections still in the handshake count against the 64-connection
+/// limit (one over it is closed at once) and are closed at the handshake's
+/// deadline, even while they drip a byte at a time.
+#[test]
+fn handshaking_connections_are_counted_and_cut_off_at_the_deadline() {
+    let dir = scratch_dir();
+    let nbd = dir.path().join("nbd.sock");
+    let serve = Serve::start_env(
+        dir.path(),
+        &[
+            "--profile",
+            "instant",
+            "--capacity",
+            "64M",
+            "--memory",
+            "--nbd",
+            &format!("unix:{}", nbd.display()),
+        ],
+        false,
+        &[("VSSD_NBD_HANDSHAKE_TIMEOUT_MS", "3000")],
+    );
+    let t0 = std::time::Instant::now();
+    // 64 silent clients (each sees the greeting: it is being served).
+    let silent: Vec<UnixStream> = (0..64)
+        .map(|_| {
+            let mut s = UnixStream::connect(&nbd).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut g = [0u8; 18];
+            s.read_exact(&mut g).unwrap();
+            s
+        })
+        .collect();
+    // The 65th is refused at once.
+    let mut over = UnixStream::connect(&nbd).unwrap();
+    over.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let mut b = [0u8; 18];
+    assert!(
+        matches!(over.read(&mut b), Ok(0)),
+        "a connection over the limit must be closed at once"
+    );
+    assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+    // A dripping client, once the silent ones are gone.
+    for mut s in silent {
+        let mut b = [0u8; 1];
+        assert!(matches!(s.read(&mut b), Ok(0) | Err(_)));
+    }
+    let t1 = std::time::Instant::now();
+    assert!(
+        t1 - t0 < Duration::from_secs(6),
+        "silent clients closed at the deadline"
+    );
+    let mut drip = UnixStream::connect(&nbd).unwrap();
+    let mut g = [0u8; 18];
+    drip.read_exact(&mut g).unwrap();
+    let mut bytes = 3u32.to_be_bytes().to_vec();
+    bytes.extend(proto::IHAVEOPT.to_be_bytes());
+    bytes.extend(opt::GO.to_be_bytes());
+    bytes.extend(64u32.to_be_bytes());
+    bytes.extend([0u8; 64]);
+    let mut cut = false;
+    for b in bytes {
+        if drip.write_all(&[b]).is_err() {
+            cut = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        if t1.elapsed() > Duration::from_secs(5) {
+            break;
+        }
+    }
+    drip.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let mut b = [0u8; 1];
+    cut = cut || matches!(drip.read(&mut b), Ok(0));
+    assert!(cut, "a dripping client must be closed at the deadline");
+    // The daemon serves new clients.
+    let mut r = Raw::go(&nbd);
+    r.request(cmd::READ, 0, 0, 512, 1);
+    assert_eq!(r.simple(), (0, 1));
+    serve.stop_ok();
+}
+
 /// `--nbd tcp:` refuses non-loopback addresses unless told otherwise; the
 /// NBD-only daemon needs no vhost-user socket.
 #[test]

@@ -33,6 +33,11 @@ impl Serve {
     /// unless `vhost`), waiting until the control socket answers: the
     /// daemon binds it last, so every listener is ready then.
     pub fn start_with(dir: &Path, args: &[&str], vhost: bool) -> Serve {
+        Self::start_env(dir, args, vhost, &[])
+    }
+
+    /// [`Serve::start_with`] with extra environment variables.
+    pub fn start_env(dir: &Path, args: &[&str], vhost: bool, env: &[(&str, &str)]) -> Serve {
         let socket = dir.join("vhost.sock");
         let control = dir.join("ctl.sock");
         let log = dir.join(format!(
@@ -53,6 +58,7 @@ impl Serve {
             .arg(&control)
             .args(args)
             .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(logf)

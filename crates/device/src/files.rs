@@ -86,7 +86,10 @@ fn open_err(path: &Path) -> impl FnOnce(io::Error) -> FileError + '_ {
     }
 }
 
-/// Check that an opened file is a regular file we own.
+/// Check that an opened file is a regular file we own, then make its fd
+/// blocking again: it was opened `O_NONBLOCK` so that a FIFO or a device
+/// planted at the path cannot block the open (a FIFO's read-only open
+/// waits for a writer forever); the check refuses those before any read.
 fn check_owned_file(path: &Path, f: &File) -> Result<(), FileError> {
     let m = f.metadata().map_err(open_err(path))?;
     if !m.file_type().is_file() {
@@ -103,6 +106,19 @@ fn check_owned_file(path: &Path, f: &File) -> Result<(), FileError> {
             me,
         });
     }
+    let fd = f.as_raw_fd();
+    // SAFETY: F_GETFL/F_SETFL on an fd we own; no memory is passed.
+    let r = unsafe {
+        let fl = libc::fcntl(fd, libc::F_GETFL);
+        if fl < 0 {
+            fl
+        } else {
+            libc::fcntl(fd, libc::F_SETFL, fl & !libc::O_NONBLOCK)
+        }
+    };
+    if r < 0 {
+        return Err(open_err(path)(io::Error::last_os_error()));
+    }
     Ok(())
 }
 
@@ -115,7 +131,7 @@ pub fn open_private_rw(path: &Path) -> Result<File, FileError> {
         .create(true)
         .truncate(false)
         .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
         .open(path)
         .map_err(open_err(path))?;
     check_owned_file(path, &f)?;
@@ -126,7 +142,7 @@ pub fn open_private_rw(path: &Path) -> Result<File, FileError> {
 pub fn open_private_ro(path: &Path) -> Result<File, FileError> {
     let f = OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
         .open(path)
         .map_err(open_err(path))?;
     check_owned_file(path, &f)?;
@@ -293,6 +309,38 @@ mod tests {
             create_new_private(&p).is_err(),
             "create_new refuses an existing file"
         );
+    }
+
+    /// A FIFO planted where a state file belongs is refused at once: its
+    /// read-only open used to wait for a writer forever.
+    #[test]
+    fn a_fifo_is_refused_without_blocking() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("ftl.state");
+        let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: mkfifo on a NUL-terminated path we own.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let q = p.clone();
+        std::thread::spawn(move || {
+            let ro = open_private_ro(&q).map(|_| ());
+            let rw = open_private_rw(&q).map(|_| ());
+            let _ = tx.send((ro, rw));
+        });
+        let (ro, rw) = rx
+            .recv_timeout(std::time::Duration::from_secs(5))
+            .expect("opening a FIFO blocked");
+        for r in [ro, rw] {
+            let e = r.unwrap_err();
+            assert!(matches!(e, FileError::WrongType { .. }), "{e}");
+            assert!(e.to_string().contains("not a regular file"), "{e}");
+        }
+        // A regular file still reads normally (the fd is blocking again).
+        let f = d.path().join("x");
+        std::fs::write(&f, b"data").unwrap();
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut open_private_ro(&f).unwrap(), &mut s).unwrap();
+        assert_eq!(s, "data");
     }
 
     #[test]

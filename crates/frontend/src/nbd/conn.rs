@@ -20,7 +20,7 @@ use std::time::Duration;
 use log::{debug, warn};
 use vm_memory::VolatileSlice;
 
-use super::handshake::{MAX_PAYLOAD, Negotiated};
+use super::handshake::{Deadline, MAX_PAYLOAD, Negotiated};
 use super::proto::{self, BASE_ALLOCATION_ID, REQUEST_LEN, cflags, chunk, cmd, errno, state};
 use super::sock::Sock;
 use vssd_device::scheduler::{CompletionHeap, Timing};
@@ -212,6 +212,15 @@ pub fn validate(r: &proto::Request, size: u64, neg: &Negotiated) -> Result<Comma
         return Err(Refusal::Refuse(
             Status::Invalid,
             "no metadata context selected",
+        ));
+    }
+    if r.kind == cmd::BLOCK_STATUS && r.len == 0 {
+        // A block-status reply must hold at least one descriptor, and a
+        // descriptor of zero length is not allowed: there is nothing to
+        // describe, so the request is invalid.
+        return Err(Refusal::Refuse(
+            Status::Invalid,
+            "block status of zero bytes",
         ));
     }
     if !r.offset.is_multiple_of(SECTOR) || !u64::from(r.len).is_multiple_of(SECTOR) {
@@ -520,7 +529,6 @@ pub const SEND_TIMEOUT: Duration = Duration::from_secs(30);
 
 fn writer_loop(dev: &Device, shared: &Shared, mut out: Sock, timing: Timing) {
     timing.setup_thread();
-    let _ = out.set_write_timeout(Some(SEND_TIMEOUT));
     loop {
         let batch: Vec<Out> = {
             let mut st = shared.lock();
@@ -566,7 +574,10 @@ fn writer_loop(dev: &Device, shared: &Shared, mut out: Sock, timing: Timing) {
         for o in batch {
             if !failed {
                 let bytes = encode(&o);
-                if let Err(e) = out.write_all(&bytes) {
+                // One deadline for the whole reply: a timeout per write
+                // restarted with every partial write of a large reply.
+                let deadline = std::time::Instant::now() + SEND_TIMEOUT;
+                if let Err(e) = Deadline::new(&mut out, deadline).write_all(&bytes) {
                     debug!("NBD: sending a reply failed ({e}); closing the connection");
                     failed = true;
                 }
@@ -680,6 +691,13 @@ mod tests {
             validate(&req(cmd::BLOCK_STATUS, 0, 0, 512), size, &neg(true, false)),
             Err(Refusal::Refuse(Status::Invalid, _))
         ));
+        assert!(
+            matches!(
+                validate(&req(cmd::BLOCK_STATUS, 0, 4096, 0), size, &n),
+                Err(Refusal::Refuse(Status::Invalid, _))
+            ),
+            "block status of length 0 has no descriptor to return"
+        );
         assert!(matches!(
             validate(&req(42, 0, 0, 0), size, &n),
             Err(Refusal::Refuse(Status::Invalid, _))

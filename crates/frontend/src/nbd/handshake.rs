@@ -4,6 +4,8 @@
 //! libnbd's default) and under `vssd`.
 
 use std::io::{self, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
 
 use log::debug;
 
@@ -257,6 +259,91 @@ impl<S: Read + Write> Session<'_, S> {
     }
 }
 
+/// A socket whose read and write timeouts can be set.
+pub trait Timeouts {
+    /// Timeout for reads (`None`: wait forever).
+    fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()>;
+    /// Timeout for writes.
+    fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()>;
+}
+
+impl Timeouts for super::sock::Sock {
+    fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        super::sock::Sock::set_read_timeout(self, t)
+    }
+    fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        super::sock::Sock::set_write_timeout(self, t)
+    }
+}
+
+impl Timeouts for UnixStream {
+    fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        UnixStream::set_read_timeout(self, t)
+    }
+    fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        UnixStream::set_write_timeout(self, t)
+    }
+}
+
+/// A socket with one deadline for everything read and written through it:
+/// before each read or write the socket's timeout is set to the time left,
+/// so a client that sends a byte at a time cannot stretch the handshake
+/// past the deadline (a timeout per read would restart with every byte).
+pub struct Deadline<'a, S: Read + Write + Timeouts> {
+    s: &'a mut S,
+    deadline: Instant,
+}
+
+impl<'a, S: Read + Write + Timeouts> Deadline<'a, S> {
+    /// `s` until `deadline`.
+    pub fn new(s: &'a mut S, deadline: Instant) -> Self {
+        Deadline { s, deadline }
+    }
+
+    fn left(&self) -> io::Result<Duration> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the deadline passed",
+            ));
+        }
+        Ok(left)
+    }
+}
+
+impl<S: Read + Write + Timeouts> Read for Deadline<'_, S> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.left()?;
+        self.s.set_read_timeout(Some(left))?;
+        match self.s.read(buf) {
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock) => Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the deadline passed",
+            )),
+            r => r,
+        }
+    }
+}
+
+impl<S: Read + Write + Timeouts> Write for Deadline<'_, S> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let left = self.left()?;
+        self.s.set_write_timeout(Some(left))?;
+        match self.s.write(buf) {
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock) => Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the deadline passed",
+            )),
+            r => r,
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.s.flush()
+    }
+}
+
 /// Run the handshake on `s` (already connected). On success the
 /// transmission phase starts.
 pub fn negotiate<S: Read + Write>(
@@ -470,6 +557,59 @@ mod tests {
             n.flags & tflags::SEND_DF,
             0,
             "no DF without structured replies"
+        );
+    }
+
+    /// A client that drips a byte at a time is cut off at the deadline of
+    /// the whole handshake, however often it sends.
+    #[test]
+    fn a_dripping_client_is_cut_off_at_the_deadline() {
+        let (mut srv, mut c) = UnixStream::pair().unwrap();
+        let t = std::time::Instant::now();
+        let h = thread::spawn(move || {
+            let mut d = Deadline::new(&mut srv, Instant::now() + Duration::from_millis(600));
+            negotiate(&mut d, &export())
+        });
+        let mut g = [0u8; 18];
+        c.read_exact(&mut g).unwrap();
+        c.write_all(&(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES).to_be_bytes())
+            .unwrap();
+        // An option header, one byte every 50 ms: 16 bytes take 800 ms.
+        let mut v = IHAVEOPT.to_be_bytes().to_vec();
+        v.extend(opt::GO.to_be_bytes());
+        v.extend(0u32.to_be_bytes());
+        for b in v {
+            if c.write_all(&[b]).is_err() {
+                break;
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+        let r = h.join().unwrap();
+        let took = t.elapsed();
+        assert!(
+            matches!(&r, Err(HandshakeError::Io(e)) if e.kind() == io::ErrorKind::TimedOut),
+            "{r:?}"
+        );
+        assert!(took < Duration::from_millis(1500), "{took:?}");
+    }
+
+    /// A write to a peer that never reads fails at the deadline of the
+    /// whole write, not after a timeout per partial write.
+    #[test]
+    fn a_write_to_a_peer_that_does_not_read_ends_at_the_deadline() {
+        let (mut srv, _c) = UnixStream::pair().unwrap();
+        let t = std::time::Instant::now();
+        let big = vec![0u8; 8 << 20];
+        let r =
+            Deadline::new(&mut srv, Instant::now() + Duration::from_millis(500)).write_all(&big);
+        assert!(
+            matches!(&r, Err(e) if e.kind() == io::ErrorKind::TimedOut),
+            "{r:?}"
+        );
+        assert!(
+            t.elapsed() < Duration::from_millis(1500),
+            "{:?}",
+            t.elapsed()
         );
     }
 

@@ -25,7 +25,7 @@ use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -39,11 +39,45 @@ use vssd_device::scheduler::Timing;
 use vssd_device::{Device, Frontend};
 use vssd_profile::size::format_size;
 
-/// Connections one listener serves at once; more are closed at once.
+/// Connections one listener serves at once, those still in the handshake
+/// included; more are closed at once.
 pub const MAX_CONNECTIONS: usize = 64;
 
-/// How long a client may take over the whole handshake.
+/// How long a client may take over the whole handshake (a deadline, not
+/// a timeout per read).
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Internal, for the tests: the handshake deadline in milliseconds instead
+/// of [`HANDSHAKE_TIMEOUT`].
+pub const HANDSHAKE_TIMEOUT_ENV: &str = "VSSD_NBD_HANDSHAKE_TIMEOUT_MS";
+
+fn handshake_timeout() -> Duration {
+    std::env::var(HANDSHAKE_TIMEOUT_ENV)
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .map_or(HANDSHAKE_TIMEOUT, Duration::from_millis)
+}
+
+/// One slot of a listener's connection count, given back when dropped
+/// (whenever the connection's thread ends: handshake failed or session over).
+struct Slot(Arc<AtomicUsize>);
+
+impl Slot {
+    /// A slot if fewer than `max` are taken; otherwise how many are.
+    fn take(count: &Arc<AtomicUsize>, max: usize) -> Result<Slot, usize> {
+        count
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .map(|_| Slot(count.clone()))
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
 
 /// Where an NBD listener listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -147,6 +181,9 @@ impl NbdServer {
         let draining = self.draining.clone();
         let live = self.live.clone();
         let timing = self.timing;
+        let handshake = handshake_timeout();
+        // Connections of this listener, counted from accept to close.
+        let count = Arc::new(AtomicUsize::new(0));
         thread::Builder::new()
             .name("vssd-nbd-accept".into())
             .spawn(move || {
@@ -163,22 +200,27 @@ impl NbdServer {
                         let _ = sock.shutdown();
                         continue;
                     }
-                    let open = {
-                        let mut l = live.lock().unwrap_or_else(|e| e.into_inner());
-                        l.retain(|(s, _)| s.alive());
-                        l.len()
+                    live.lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .retain(|(s, _)| s.alive());
+                    let slot = match Slot::take(&count, MAX_CONNECTIONS) {
+                        Ok(s) => s,
+                        Err(open) => {
+                            warn!("NBD {addr}: {open} connections open already; refusing another");
+                            let _ = sock.shutdown();
+                            continue;
+                        }
                     };
-                    if open >= MAX_CONNECTIONS {
-                        warn!("NBD {addr}: {open} connections open already; refusing another");
-                        let _ = sock.shutdown();
-                        continue;
-                    }
                     let (dev, frontend, export) = (dev.clone(), frontend.clone(), export.clone());
                     let (draining, live) = (draining.clone(), live.clone());
                     let r = thread::Builder::new()
                         .name("vssd-nbd-rx".into())
                         .spawn(move || {
-                            serve_one(dev, frontend, export, sock, draining, live, timing)
+                            let _slot = slot;
+                            let deadline = Instant::now() + handshake;
+                            serve_one(
+                                dev, frontend, export, sock, draining, live, timing, deadline,
+                            )
                         });
                     if let Err(e) = r {
                         warn!("NBD {addr}: cannot start a connection thread: {e}");
@@ -216,6 +258,7 @@ impl Default for NbdServer {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn serve_one(
     dev: Arc<Device>,
     frontend: Frontend,
@@ -224,22 +267,22 @@ fn serve_one(
     draining: Arc<AtomicBool>,
     live: Arc<Mutex<Vec<(Stopper, Sock)>>>,
     timing: Timing,
+    deadline: Instant,
 ) {
     sock.set_nodelay();
     let peer = sock.peer();
-    let _ = sock.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
-    let _ = sock.set_write_timeout(Some(HANDSHAKE_TIMEOUT));
-    let neg = match handshake::negotiate(&mut sock, &export) {
-        Ok(n) => n,
-        Err(HandshakeError::Aborted) => {
-            debug!("NBD client {peer} ended the negotiation");
-            return;
-        }
-        Err(e) => {
-            info!("NBD client {peer}: {e}");
-            return;
-        }
-    };
+    let neg =
+        match handshake::negotiate(&mut handshake::Deadline::new(&mut sock, deadline), &export) {
+            Ok(n) => n,
+            Err(HandshakeError::Aborted) => {
+                debug!("NBD client {peer} ended the negotiation");
+                return;
+            }
+            Err(e) => {
+                info!("NBD client {peer}: {e}");
+                return;
+            }
+        };
     // Idle clients are normal in transmission (a guest that does no I/O).
     let _ = sock.set_read_timeout(None);
     let conn = frontend.connect(peer.clone());
