@@ -12,22 +12,22 @@ use std::collections::VecDeque;
 use super::geo::Geo;
 use super::types::{BlockState, NONE, Stream};
 
-/// An open block being filled dpage by dpage.
+/// An open block being filled dpage by dpage. Changed only by [`Blocks`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct WritePoint {
     /// Global block id, or NONE.
-    pub(crate) block: u32,
+    block: u32,
     /// Next dpage to fill in the block.
-    pub(crate) page: u32,
+    page: u32,
     /// Units already placed in that dpage.
-    pub(crate) slot: u32,
+    slot: u32,
     /// Latest time at which data placed in the open dpage is at the controller.
-    pub(crate) ready_ns: u64,
+    ready_ns: u64,
     /// Data reduction: compressed size of the units in the open dpage, in
     /// 1/256 of a unit (0 without reduction).
-    pub(crate) compressed_fill: u32,
+    compressed_fill: u32,
     /// Units placed in the block so far (its slots used, with reduction).
-    pub(crate) placed: u32,
+    placed: u32,
 }
 
 impl WritePoint {
@@ -39,6 +39,61 @@ impl WritePoint {
         compressed_fill: 0,
         placed: 0,
     };
+
+    /// A write point loaded from a saved state (its open dpage's data is
+    /// ready at once).
+    pub(crate) fn saved(
+        block: u32,
+        page: u32,
+        slot: u32,
+        compressed_fill: u32,
+        placed: u32,
+    ) -> WritePoint {
+        WritePoint {
+            block,
+            page,
+            slot,
+            ready_ns: 0,
+            compressed_fill,
+            placed,
+        }
+    }
+
+    /// Its block, or NONE.
+    #[inline(always)]
+    pub(crate) fn block(&self) -> u32 {
+        self.block
+    }
+
+    /// Next dpage to fill in the block.
+    #[inline(always)]
+    pub(crate) fn page(&self) -> u32 {
+        self.page
+    }
+
+    /// Units already placed in that dpage.
+    #[inline(always)]
+    pub(crate) fn slot(&self) -> u32 {
+        self.slot
+    }
+
+    /// When the data placed in the open dpage is at the controller.
+    #[inline(always)]
+    pub(crate) fn ready_ns(&self) -> u64 {
+        self.ready_ns
+    }
+
+    /// Compressed size of the units in the open dpage (data reduction).
+    #[inline(always)]
+    pub(crate) fn compressed_fill(&self) -> u32 {
+        self.compressed_fill
+    }
+
+    /// Units placed in the block so far.
+    #[inline(always)]
+    pub(crate) fn placed(&self) -> u32 {
+        self.placed
+    }
 }
 
 /// The saved part of the block pool (see [`Blocks::restore`]).
@@ -397,10 +452,75 @@ impl Blocks {
         &self.write_points[die][stream as usize]
     }
 
-    /// The write point of `stream` on `die`, to fill.
+    /// A unit of compressed size `c` goes in the open dpage of `stream` on
+    /// `die`, whose NAND page holds `cap`: whether the page is full then.
     #[inline(always)]
-    pub(crate) fn wp_mut(&mut self, stream: Stream, die: usize) -> &mut WritePoint {
-        &mut self.write_points[die][stream as usize]
+    pub(crate) fn fill_compressed(&mut self, stream: Stream, die: usize, c: u32, cap: u32) -> bool {
+        let w = &mut self.write_points[die][stream as usize];
+        w.compressed_fill += c;
+        cap - w.compressed_fill.min(cap) < c
+    }
+
+    /// A unit, at the controller at `ready`, goes in the open dpage of
+    /// `stream` on `die`: returns the units in it now.
+    #[inline(always)]
+    pub(crate) fn place(&mut self, stream: Stream, die: usize, ready: u64) -> u32 {
+        let w = &mut self.write_points[die][stream as usize];
+        w.slot += 1;
+        w.placed += 1;
+        w.ready_ns = w.ready_ns.max(ready);
+        w.slot
+    }
+
+    /// The open dpage of `stream` on `die`, if it holds units, is to be
+    /// programmed with its data ready no earlier than `t`; false if empty.
+    #[inline]
+    pub(crate) fn ready_partial(&mut self, stream: Stream, die: usize, t: u64) -> bool {
+        let w = &mut self.write_points[die][stream as usize];
+        if w.slot == 0 {
+            return false;
+        }
+        w.ready_ns = w.ready_ns.max(t);
+        true
+    }
+
+    /// The open dpage of `stream` on `die` is programmed: the write point
+    /// moves to the next dpage, or, after the last of the block's `pages`,
+    /// the block is closed (full, in its bucket) and the write point
+    /// emptied: then returns the block and the units placed in it.
+    #[inline]
+    pub(crate) fn dpage_programmed(
+        &mut self,
+        g: &Geo,
+        stream: Stream,
+        die: usize,
+        pages: u32,
+    ) -> Option<(u32, u32)> {
+        let wp = self.write_points[die][stream as usize];
+        let mut next = wp;
+        next.page += 1;
+        next.slot = 0;
+        next.ready_ns = 0;
+        next.compressed_fill = 0;
+        let closed = if next.page == pages {
+            self.close(g, wp.block);
+            next = WritePoint::EMPTY;
+            Some((wp.block, wp.placed))
+        } else {
+            None
+        };
+        self.write_points[die][stream as usize] = next;
+        closed
+    }
+
+    /// The units of the open dpage of `stream` on `die` are dropped (none
+    /// of them is valid any more): its slots are reused.
+    pub(crate) fn drop_open_dpage(&mut self, stream: Stream, die: usize) {
+        let w = &mut self.write_points[die][stream as usize];
+        w.placed -= w.slot;
+        w.slot = 0;
+        w.ready_ns = 0;
+        w.compressed_fill = 0;
     }
 
     /// Every write point, die by die.
@@ -439,7 +559,7 @@ impl Blocks {
 
     /// Open block `b` is fully programmed: full, in its bucket.
     #[inline]
-    pub(crate) fn close(&mut self, g: &Geo, b: u32) {
+    fn close(&mut self, g: &Geo, b: u32) {
         self.state[b as usize] = BlockState::Full as u8;
         self.bucket_insert(g, b);
     }

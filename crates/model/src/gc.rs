@@ -6,7 +6,7 @@
 
 use super::slc::SlcCache;
 use super::ssd::Ssd;
-use super::types::{BlockState, NONE, Stream};
+use super::types::{BlockState, Count, NONE, Stream};
 use vssd_profile::GcPolicy;
 
 impl Ssd {
@@ -43,7 +43,7 @@ impl Ssd {
     /// has none and the die has no free block to open.
     #[inline]
     fn ensure_gc_block(&mut self, die: usize, now: u64) -> bool {
-        if self.blocks.wp(Stream::Gc, die).block != NONE {
+        if self.blocks.wp(Stream::Gc, die).block() != NONE {
             return true;
         }
         let Some(b) = self.blocks.pop_free(die) else {
@@ -63,7 +63,7 @@ impl Ssd {
         self.timelines.occupy_die(die, start + t_erase);
         self.slc.erase(b);
         self.reduction.erase(b);
-        self.raw.erases += 1;
+        self.raw.add(Count::Erases, 1);
         self.blocks.erased(die, b);
     }
 
@@ -169,9 +169,9 @@ impl Ssd {
             self.reduction.block_slots(victim).max(need + 1) as f64
         };
         if foreground {
-            self.raw.fg_gc_victims += 1;
+            self.raw.add(Count::FgGcVictims, 1);
         } else {
-            self.raw.bg_gc_victims += 1;
+            self.raw.add(Count::BgGcVictims, 1);
         }
         self.gc
             .begin(die, victim, need as f64 / (upb - need as f64));
@@ -231,11 +231,11 @@ impl Ssd {
         self.mapping.warm_forward(&lpns);
         // Pass 2: read each page, then program its units at the GC write point.
         let mut next = 0;
-        let copies_before = self.raw.gc_copies;
+        let copies_before = self.raw.get(Count::GcCopies);
         let mut stalled = false;
         let folding = self.slc.is_slc(victim);
         'pages: for &(n, plane_pages) in &pages {
-            self.raw.nand_pages_read += plane_pages as u64;
+            self.raw.add(Count::NandPagesRead, plane_pages as u64);
             let ready = self.nand_read(die, t, n as u64 * self.geo.unit_bytes);
             for &lpn in &lpns[next..next + n] {
                 if !self.ensure_gc_block(die, ready) {
@@ -244,14 +244,14 @@ impl Ssd {
                 }
                 // ensure_gc_block just made sure the GC write point is open.
                 self.place_on(Stream::Gc, die, lpn, ready);
-                self.raw.gc_copies += 1;
+                self.raw.add(Count::GcCopies, 1);
                 if folding {
-                    self.raw.slc_units_folded += 1;
+                    self.raw.add(Count::SlcUnitsFolded, 1);
                 }
             }
             next += n;
         }
-        let progress = !stalled || self.raw.gc_copies != copies_before;
+        let progress = !stalled || self.raw.get(Count::GcCopies) != copies_before;
         self.gc.put_scratch(lpns, pages);
         if self.blocks.valid(victim) == 0 {
             // Every unit is copied (or was overwritten): reclaim the block.
@@ -314,7 +314,7 @@ impl Ssd {
                     break;
                 }
                 self.blocks.take_empty(&self.geo, b);
-                self.raw.bg_gc_victims += 1;
+                self.raw.add(Count::BgGcVictims, 1);
                 self.erase_block(die, b, busy);
             }
         }

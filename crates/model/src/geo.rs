@@ -60,9 +60,9 @@ pub(crate) struct Geo {
     pub(crate) prog_growth: f64,
     pub(crate) erase_growth: f64,
     /// Data reduction: the reverse map holds `reduction_factor` slots per physical unit
-    /// (1 = no reduction); a NAND page holds `upd_phys` units' worth.
+    /// (1 = no reduction); a NAND page holds `physical_units_per_dpage` units' worth.
     pub(crate) reduction_factor: u32,
-    pub(crate) upd_phys: u32,
+    pub(crate) physical_units_per_dpage: u32,
     pub(crate) min_fraction: f64,
     /// SLC cache: mode, SLC-mode program time, bits per native cell, and
     /// the most host units the cache holds.
@@ -189,7 +189,7 @@ impl Geo {
             prog_growth: p.wear.prog_growth,
             erase_growth: p.wear.erase_growth,
             reduction_factor,
-            upd_phys: units_per_dpage / reduction_factor,
+            physical_units_per_dpage: units_per_dpage / reduction_factor,
             min_fraction: p.reduction.min_fraction,
             slc: p.slc_cache.mode,
             t_prog_slc: us(p.slc_cache.t_prog_us),

@@ -4,7 +4,7 @@
 
 use super::log_blocks::MappingScheme;
 use super::ssd::Ssd;
-use super::types::BlockState;
+use super::types::{BlockState, Count};
 
 impl Ssd {
     /// Check every FTL invariant; returns a description of the first broken one.
@@ -24,8 +24,8 @@ impl Ssd {
     /// The period mechanisms' state: hybrid structures, SLC and reduction
     /// per-block tables, deferred release.
     pub(super) fn check_period(&self) -> Result<(), String> {
-        if let MappingScheme::Hybrid(h) = &self.scheme {
-            h.check(&self.geo, &self.blocks, &self.mapping)?;
+        if let MappingScheme::Hybrid(hybrid) = &self.scheme {
+            hybrid.check(&self.geo, &self.blocks, &self.mapping)?;
         }
         self.slc.check(|b| self.blocks.is(b, BlockState::Free))?;
         self.reduction.check(
@@ -90,19 +90,20 @@ impl Ssd {
             return Err("free + open + full != total blocks".into());
         }
         let r = &self.raw;
-        let open_units: u64 = self.blocks.write_points().map(|wp| wp.slot as u64).sum();
-        let prog_units =
-            r.nand_bytes_programmed / g.unit_bytes * g.reduction_factor as u64 + open_units;
+        let open_units: u64 = self.blocks.write_points().map(|wp| wp.slot() as u64).sum();
+        let prog_units = r.get(Count::NandBytesProgrammed) / g.unit_bytes
+            * g.reduction_factor as u64
+            + open_units;
         if prog_units < mapped {
             return Err(format!(
                 "{mapped} units mapped but only {prog_units} programmed or buffered"
             ));
         }
         let erased: u64 = self.blocks.erase_counts().iter().map(|&e| e as u64).sum();
-        if erased != r.erases {
+        if erased != r.get(Count::Erases) {
             return Err(format!(
                 "erase counts sum to {erased}, erase counter says {}",
-                r.erases
+                r.get(Count::Erases)
             ));
         }
         Ok(())

@@ -43,8 +43,6 @@
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use vssd_profile::Profile;
-
 /// What the host asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Op {

@@ -65,15 +65,88 @@ pub(crate) fn position_of(g: &Geo, ppn: u64) -> (u32, u32) {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Log {
     /// Its superblock.
-    pub(crate) physical_sb: u32,
+    physical_sb: u32,
     /// Next position to write.
-    pub(crate) next: u32,
+    next: u32,
     /// Written in order from offset 0 for a single logical block so far.
-    pub(crate) seq: bool,
+    seq: bool,
     /// The logical blocks it has taken writes for (at most the associativity).
-    pub(crate) logical_sbs: Vec<u32>,
+    logical_sbs: Vec<u32>,
     /// Latest time data placed in its open dpage is at the controller.
-    pub(crate) ready: u64,
+    ready: u64,
+}
+
+impl Log {
+    /// A log loaded from a saved state (its open dpage empty).
+    pub(crate) fn restored(physical_sb: u32, next: u32, seq: bool, logical_sbs: Vec<u32>) -> Log {
+        Log {
+            physical_sb,
+            next,
+            seq,
+            logical_sbs,
+            ready: 0,
+        }
+    }
+
+    /// Its superblock.
+    #[inline(always)]
+    pub(crate) fn physical_sb(&self) -> u32 {
+        self.physical_sb
+    }
+
+    /// Next position to write.
+    #[inline(always)]
+    pub(crate) fn next(&self) -> u32 {
+        self.next
+    }
+
+    /// Whether it holds one logical block's units in order from offset 0.
+    #[inline(always)]
+    pub(crate) fn seq(&self) -> bool {
+        self.seq
+    }
+
+    /// The logical blocks it has taken writes for.
+    #[inline(always)]
+    pub(crate) fn logical_sbs(&self) -> &[u32] {
+        &self.logical_sbs
+    }
+
+    /// When the data placed in its open dpage is at the controller.
+    #[inline(always)]
+    pub(crate) fn ready(&self) -> u64 {
+        self.ready
+    }
+
+    /// Take the unit at offset `off` of its logical block, at the
+    /// controller at `ready`: returns the position it goes to.
+    #[inline]
+    pub(crate) fn append(&mut self, off: u32, ready: u64) -> u32 {
+        let pos = self.next;
+        if self.seq && pos != off {
+            self.seq = false;
+        }
+        self.next += 1;
+        self.ready = self.ready.max(ready);
+        pos
+    }
+
+    /// Its open dpage is programmed.
+    #[inline]
+    pub(crate) fn programmed(&mut self) {
+        self.ready = 0;
+    }
+
+    /// Its open dpage is programmed padded: it moves on to the next dpage
+    /// of `upd` units. The padded positions hold no unit at its offset, so
+    /// it can no longer switch or be completed by a partial merge. Returns
+    /// the next position.
+    pub(crate) fn pad(&mut self, upd: u32) -> u32 {
+        self.next = (self.next / upd + 1) * upd;
+        self.ready = 0;
+        self.seq = false;
+        self.next
+    }
 }
 
 /// Hybrid mapping state.
@@ -404,14 +477,16 @@ impl Hybrid {
         let bpd = g.blocks_per_die;
         let mut owner = vec![NONE; bpd as usize];
         let mut data = 0;
-        for (lsb, &psb) in self.data.iter().enumerate() {
-            if psb == NONE {
+        for (logical_sb, &physical_sb) in self.data.iter().enumerate() {
+            if physical_sb == NONE {
                 continue;
             }
             data += 1;
-            if psb >= bpd || std::mem::replace(&mut owner[psb as usize], lsb as u32) != NONE {
+            if physical_sb >= bpd
+                || std::mem::replace(&mut owner[physical_sb as usize], logical_sb as u32) != NONE
+            {
                 return Err(format!(
-                    "lsb {lsb}: data superblock {psb} invalid or shared"
+                    "logical block {logical_sb}: data superblock {physical_sb} invalid or shared"
                 ));
             }
         }
@@ -445,10 +520,10 @@ impl Hybrid {
         if in_order != self.order.len() {
             return Err("reclaim order lists unused log slots".into());
         }
-        for psb in 0..bpd {
-            let used = owner[psb as usize] != NONE;
+        for physical_sb in 0..bpd {
+            let used = owner[physical_sb as usize] != NONE;
             for d in 0..g.dies {
-                let b = d * bpd + psb;
+                let b = d * bpd + physical_sb;
                 let mapped = blocks.is(b, BlockState::Mapped);
                 if used != mapped {
                     return Err(format!(
@@ -467,15 +542,15 @@ impl Hybrid {
         // Every mapped unit sits in its data block at its offset, or in a log.
         let s = self.sb_units as u64;
         mapping.try_for_each_mapped(|lpn, e| {
-            let (psb, pos) = position_of(g, e - 1);
-            let lsb = (lpn as u64 / s) as usize;
-            let o = owner[psb as usize];
+            let (physical_sb, pos) = position_of(g, e - 1);
+            let logical_sb = (lpn as u64 / s) as usize;
+            let o = owner[physical_sb as usize];
             if o == u32::MAX - 1 {
                 return Ok(());
             }
-            if o as usize != lsb || pos as u64 != lpn as u64 % s {
+            if o as usize != logical_sb || pos as u64 != lpn as u64 % s {
                 return Err(format!(
-                    "unit {lpn} at superblock {psb} position {pos}, not its place"
+                    "unit {lpn} at superblock {physical_sb} position {pos}, not its place"
                 ));
             }
             Ok(())

@@ -14,9 +14,10 @@ use super::reduction::Reduction;
 use super::release::DeferredRelease;
 use super::slc::SlcCache;
 use super::timeline::Timelines;
-use super::types::{Broken, Raw};
+use super::types::{Broken, Count, Raw};
 use super::victims::Collections;
-use super::*;
+use super::{Completion, Counters, ModelError, Op, Payload, Request};
+use vssd_profile::Profile;
 
 /// One emulated SSD: FTL state plus timelines. See the module docs of
 /// [`crate`].
@@ -106,25 +107,25 @@ impl Ssd {
         let (mn, mx, sum) = self.blocks.wear();
         let pending = self.release.pending_units();
         Counters {
-            host_read_bytes: r.host_read_bytes,
-            host_written_bytes: r.host_written_bytes,
-            host_trimmed_bytes: r.host_trimmed_bytes,
-            host_read_cmds: r.host_read_cmds,
-            host_write_cmds: r.host_write_cmds,
-            host_trim_cmds: r.host_trim_cmds,
-            host_flush_cmds: r.host_flush_cmds,
-            nand_pages_read: r.nand_pages_read,
-            nand_pages_programmed: r.nand_pages_programmed,
-            nand_bytes_programmed: r.nand_bytes_programmed,
-            erases: r.erases,
-            gc_copies: r.gc_copies,
-            gc_victims: r.fg_gc_victims + r.bg_gc_victims,
-            fg_gc_victims: r.fg_gc_victims,
-            bg_gc_victims: r.bg_gc_victims,
-            rmw_reads: r.rmw_reads,
-            buffer_stall_ns: r.buffer_stall_ns,
-            write_amplification: if r.host_written_bytes > 0 {
-                r.nand_bytes_programmed as f64 / r.host_written_bytes as f64
+            host_read_bytes: r.get(Count::HostReadBytes),
+            host_written_bytes: r.get(Count::HostWrittenBytes),
+            host_trimmed_bytes: r.get(Count::HostTrimmedBytes),
+            host_read_cmds: r.get(Count::HostReadCmds),
+            host_write_cmds: r.get(Count::HostWriteCmds),
+            host_trim_cmds: r.get(Count::HostTrimCmds),
+            host_flush_cmds: r.get(Count::HostFlushCmds),
+            nand_pages_read: r.get(Count::NandPagesRead),
+            nand_pages_programmed: r.get(Count::NandPagesProgrammed),
+            nand_bytes_programmed: r.get(Count::NandBytesProgrammed),
+            erases: r.get(Count::Erases),
+            gc_copies: r.get(Count::GcCopies),
+            gc_victims: r.get(Count::FgGcVictims) + r.get(Count::BgGcVictims),
+            fg_gc_victims: r.get(Count::FgGcVictims),
+            bg_gc_victims: r.get(Count::BgGcVictims),
+            rmw_reads: r.get(Count::RmwReads),
+            buffer_stall_ns: r.get(Count::BufferStallNs),
+            write_amplification: if r.get(Count::HostWrittenBytes) > 0 {
+                r.get(Count::NandBytesProgrammed) as f64 / r.get(Count::HostWrittenBytes) as f64
             } else {
                 0.0
             },
@@ -136,14 +137,14 @@ impl Ssd {
             erase_count_min: if in_service == 0 { 0 } else { mn },
             erase_count_avg: sum as f64 / n as f64,
             erase_count_max: mx,
-            host_reduced_bytes: r.host_reduced_bytes,
-            trim_dropped_units: r.trim_dropped_units,
-            merges_switch: r.merges_switch,
-            merges_partial: r.merges_partial,
-            merges_full: r.merges_full,
-            merge_copies: r.merge_copies,
-            slc_units_written: r.slc_units_written,
-            slc_units_folded: r.slc_units_folded,
+            host_reduced_bytes: r.get(Count::HostReducedBytes),
+            trim_dropped_units: r.get(Count::TrimDroppedUnits),
+            merges_switch: r.get(Count::MergesSwitch),
+            merges_partial: r.get(Count::MergesPartial),
+            merges_full: r.get(Count::MergesFull),
+            merge_copies: r.get(Count::MergeCopies),
+            slc_units_written: r.get(Count::SlcUnitsWritten),
+            slc_units_folded: r.get(Count::SlcUnitsFolded),
             slc_free_units: self.slc_free_units(),
             wear_percent_used: (self.geo.rated_pe > 0)
                 .then(|| sum as f64 / n as f64 / self.geo.rated_pe as f64 * 100.0),
@@ -272,7 +273,8 @@ impl Ssd {
     /// Back to a fresh drive, as an ATA Secure Erase (HDDErase) does: all
     /// blocks erased, mapping cleared. Erase counts and cumulative counters stay.
     pub fn secure_erase(&mut self) {
-        self.raw.erases += self.blocks.count_secure_erase();
+        self.raw
+            .add(Count::Erases, self.blocks.count_secure_erase());
         let mut fresh = Ssd::new(&self.profile, self.seed);
         fresh
             .blocks

@@ -6,13 +6,13 @@
 
 use super::log_blocks::MappingScheme;
 use super::ssd::Ssd;
-use super::types::{Broken, NONE, Stream};
+use super::types::{Broken, Count, NONE, Stream};
 
 impl Ssd {
     /// A TRIM of `offset..offset + len` submitted at `t`: when it completes.
     pub(super) fn trim(&mut self, t: u64, offset: u64, len: u64) -> Result<u64, Broken> {
-        self.raw.host_trim_cmds += 1;
-        self.raw.host_trimmed_bytes += len;
+        self.raw.add(Count::HostTrimCmds, 1);
+        self.raw.add(Count::HostTrimmedBytes, len);
         let ub = self.geo.unit_bytes;
         // Only whole mapping units are deallocated; partial units keep their data.
         let first = offset.div_ceil(ub);
@@ -89,17 +89,14 @@ impl Ssd {
     fn drop_trimmed_buffer(&mut self) {
         let die = self.blocks.cursor() as usize;
         let wp = *self.blocks.wp(Stream::Host, die);
-        if wp.block == NONE || wp.slot == 0 {
+        if wp.block() == NONE || wp.slot() == 0 {
             return;
         }
-        let live = (0..wp.slot).any(|k| self.mapping.is_live(self.geo.ppn(wp.block, wp.page, k)));
+        let live =
+            (0..wp.slot()).any(|k| self.mapping.is_live(self.geo.ppn(wp.block(), wp.page(), k)));
         if !live {
-            self.raw.trim_dropped_units += wp.slot as u64;
-            let w = self.blocks.wp_mut(Stream::Host, die);
-            w.placed -= w.slot;
-            w.slot = 0;
-            w.ready_ns = 0;
-            w.compressed_fill = 0;
+            self.raw.add(Count::TrimDroppedUnits, wp.slot() as u64);
+            self.blocks.drop_open_dpage(Stream::Host, die);
         }
     }
 }

@@ -45,33 +45,67 @@ pub(crate) enum Stream {
     Gc = 1,
 }
 
+/// The model's raw counters, in the order the state file keeps them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(usize)]
+pub(crate) enum Count {
+    HostReadBytes,
+    HostWrittenBytes,
+    HostTrimmedBytes,
+    HostReadCmds,
+    HostWriteCmds,
+    HostTrimCmds,
+    HostFlushCmds,
+    NandPagesRead,
+    NandPagesProgrammed,
+    NandBytesProgrammed,
+    Erases,
+    GcCopies,
+    FgGcVictims,
+    BgGcVictims,
+    RmwReads,
+    BufferStallNs,
+    HostReducedBytes,
+    TrimDroppedUnits,
+    MergesSwitch,
+    MergesPartial,
+    MergesFull,
+    MergeCopies,
+    SlcUnitsWritten,
+    SlcUnitsFolded,
+}
+
+/// How many [`Count`]s there are.
+pub(crate) const COUNTS: usize = 24;
+
 /// Raw counters kept by the model; [`crate::Counters`] adds the derived figures.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Raw {
-    pub(crate) host_read_bytes: u64,
-    pub(crate) host_written_bytes: u64,
-    pub(crate) host_trimmed_bytes: u64,
-    pub(crate) host_read_cmds: u64,
-    pub(crate) host_write_cmds: u64,
-    pub(crate) host_trim_cmds: u64,
-    pub(crate) host_flush_cmds: u64,
-    pub(crate) nand_pages_read: u64,
-    pub(crate) nand_pages_programmed: u64,
-    pub(crate) nand_bytes_programmed: u64,
-    pub(crate) erases: u64,
-    pub(crate) gc_copies: u64,
-    pub(crate) fg_gc_victims: u64,
-    pub(crate) bg_gc_victims: u64,
-    pub(crate) rmw_reads: u64,
-    pub(crate) buffer_stall_ns: u64,
-    pub(crate) host_reduced_bytes: u64,
-    pub(crate) trim_dropped_units: u64,
-    pub(crate) merges_switch: u64,
-    pub(crate) merges_partial: u64,
-    pub(crate) merges_full: u64,
-    pub(crate) merge_copies: u64,
-    pub(crate) slc_units_written: u64,
-    pub(crate) slc_units_folded: u64,
+    counts: [u64; COUNTS],
+}
+
+impl Raw {
+    /// Count `n` more of `c`.
+    #[inline(always)]
+    pub(crate) fn add(&mut self, c: Count, n: u64) {
+        self.counts[c as usize] += n;
+    }
+
+    /// The count of `c`.
+    #[inline(always)]
+    pub(crate) fn get(&self, c: Count) -> u64 {
+        self.counts[c as usize]
+    }
+
+    /// Every count, in [`Count`] order (the state file's).
+    pub(crate) fn all(&self) -> &[u64; COUNTS] {
+        &self.counts
+    }
+
+    /// Counters from every count, in [`Count`] order.
+    pub(crate) fn from_all(counts: [u64; COUNTS]) -> Raw {
+        Raw { counts }
+    }
 }
 
 /// An FTL invariant found broken part-way through a request (see

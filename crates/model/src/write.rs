@@ -6,7 +6,7 @@
 use super::Payload;
 use super::log_blocks::MappingScheme;
 use super::ssd::Ssd;
-use super::types::{Broken, NONE, Stream};
+use super::types::{Broken, Count, NONE, Stream};
 
 impl Ssd {
     /// A host write's first and last mapping units and its transfer over
@@ -36,14 +36,15 @@ impl Ssd {
         len: u64,
         payload: Payload,
     ) -> Result<u64, Broken> {
-        self.raw.host_write_cmds += 1;
-        self.raw.host_written_bytes += len;
+        self.raw.add(Count::HostWriteCmds, 1);
+        self.raw.add(Count::HostWrittenBytes, len);
         if len == 0 {
             return Ok(t);
         }
         if self.reduction.enabled() {
             let size = self.reduction.start_write(&self.geo, payload);
-            self.raw.host_reduced_bytes += len * size as u64 / 256;
+            self.raw
+                .add(Count::HostReducedBytes, len * size as u64 / 256);
         }
         if let MappingScheme::Hybrid(mut hybrid) = std::mem::take(&mut self.scheme) {
             // The hybrid state is out of `scheme` while the write runs
@@ -62,7 +63,7 @@ impl Ssd {
                 || (lpn == last && !(offset + len).is_multiple_of(ub));
             if partial && self.mapping.is_mapped(lpn) && !self.release.is_pending(lpn) {
                 // Sub-unit write: read the rest of the unit first.
-                self.raw.rmw_reads += 1;
+                self.raw.add(Count::RmwReads, 1);
                 let (r, _) = self.read_group(ready, lpn, lpn);
                 ready = ready.max(r);
             }
@@ -92,9 +93,9 @@ impl Ssd {
         let open = self
             .blocks
             .wp(Stream::Host, self.blocks.cursor() as usize)
-            .slot as u64;
+            .slot() as u64;
         let (admit, stall) = self.buffer.admit(t, need, open, cap);
-        self.raw.buffer_stall_ns += stall;
+        self.raw.add(Count::BufferStallNs, stall);
         admit
     }
 
@@ -130,14 +131,14 @@ impl Ssd {
         if self
             .blocks
             .wp(Stream::Host, self.blocks.cursor() as usize)
-            .slot
+            .slot()
             == 0
         {
             self.steer_cursor();
         }
         for _ in 0..self.geo.dies {
             let d = self.blocks.cursor() as usize;
-            if self.blocks.wp(Stream::Host, d).block != NONE || self.alloc_host_block(d, now) {
+            if self.blocks.wp(Stream::Host, d).block() != NONE || self.alloc_host_block(d, now) {
                 return Ok(d);
             }
             self.blocks.next_host_die(self.geo.dies);
@@ -165,7 +166,7 @@ impl Ssd {
     /// A FLUSH at `t`: the open dpages are programmed (padded); when they
     /// and everything in the write buffer are in NAND.
     pub(super) fn flush(&mut self, t: u64) -> u64 {
-        self.raw.host_flush_cmds += 1;
+        self.raw.add(Count::HostFlushCmds, 1);
         let mut done = t;
         let cursor = self.blocks.cursor() as usize;
         if let Some(p) = self.program_partial(Stream::Host, cursor, t) {

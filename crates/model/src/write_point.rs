@@ -7,9 +7,8 @@
 //! happens around them (the host stream moves the cursor to the next die and
 //! paces GC; host programs hold write-buffer space until they complete).
 
-use super::blocks::WritePoint;
 use super::ssd::Ssd;
-use super::types::{NONE, Stream};
+use super::types::{Count, NONE, Stream};
 
 impl Ssd {
     // -------------------------------------------------------- unit mapping
@@ -40,10 +39,11 @@ impl Ssd {
     #[inline]
     pub(super) fn wp_room(&self, stream: Stream, die: usize) -> u64 {
         let wp = self.blocks.wp(stream, die);
-        if wp.block == NONE {
+        if wp.block() == NONE {
             0
         } else {
-            ((self.block_pages(wp.block) - wp.page) * self.geo.units_per_dpage - wp.slot) as u64
+            ((self.block_pages(wp.block()) - wp.page()) * self.geo.units_per_dpage - wp.slot())
+                as u64
         }
     }
 
@@ -96,33 +96,28 @@ impl Ssd {
         ready: u64,
     ) -> Option<u64> {
         let wp = *self.blocks.wp(stream, die);
-        debug_assert!(wp.block != NONE);
-        let ppn = self.geo.ppn(wp.block, wp.page, wp.slot);
+        debug_assert!(wp.block() != NONE);
+        let ppn = self.geo.ppn(wp.block(), wp.page(), wp.slot());
         // GC moves a unit trimmed but not yet released as it is; a host
         // write over it releases it (in `unmap`).
         let still_pending = stream == Stream::Gc && self.release.is_pending(lpn);
         self.unmap(lpn);
-        self.map_unit(lpn, ppn, wp.block);
+        self.map_unit(lpn, ppn, wp.block());
         if still_pending {
             self.release.set_pending(lpn);
         }
-        if stream == Stream::Host && self.slc.is_slc(wp.block) {
-            self.raw.slc_units_written += 1;
+        if stream == Stream::Host && self.slc.is_slc(wp.block()) {
+            self.raw.add(Count::SlcUnitsWritten, 1);
         }
         // Data reduction: the dpage is full when its compressed data fills
         // the NAND page (a page holds up to `reduction_factor` times its units).
         let full_c = self.geo.reduction_factor > 1 && {
             let c = self.reduction.unit_size(lpn);
-            let cap = self.geo.upd_phys * 256;
-            let w = self.blocks.wp_mut(stream, die);
-            w.compressed_fill += c;
-            cap - w.compressed_fill.min(cap) < c
+            let cap = self.geo.physical_units_per_dpage * 256;
+            self.blocks.fill_compressed(stream, die, c, cap)
         };
-        let wpm = self.blocks.wp_mut(stream, die);
-        wpm.slot += 1;
-        wpm.placed += 1;
-        wpm.ready_ns = wpm.ready_ns.max(ready);
-        if wpm.slot == self.geo.units_per_dpage || full_c {
+        let slot = self.blocks.place(stream, die, ready);
+        if slot == self.geo.units_per_dpage || full_c {
             let done = self.program_open(stream, die);
             if stream == Stream::Host {
                 self.blocks.next_host_die(self.geo.dies);
@@ -138,11 +133,9 @@ impl Ssd {
     /// its data ready no earlier than `t`. Returns the program completion
     /// time, or None if nothing was pending. Used by FLUSH and idle time.
     pub(super) fn program_partial(&mut self, stream: Stream, die: usize, t: u64) -> Option<u64> {
-        let wp = self.blocks.wp_mut(stream, die);
-        if wp.slot == 0 {
+        if !self.blocks.ready_partial(stream, die, t) {
             return None;
         }
-        wp.ready_ns = wp.ready_ns.max(t);
         let done = self.program_open(stream, die);
         if stream == Stream::Host {
             self.blocks.next_host_die(self.geo.dies);
@@ -155,32 +148,27 @@ impl Ssd {
     #[inline]
     pub(super) fn program_open(&mut self, stream: Stream, die: usize) -> Option<u64> {
         let wp = *self.blocks.wp(stream, die);
-        if wp.block == NONE || wp.slot == 0 {
+        if wp.block() == NONE || wp.slot() == 0 {
             return None;
         }
         let dur = self.geo.chan_ns(self.geo.dpage_bytes);
         let xe = self
             .timelines
-            .program_transfer(&self.geo, die, wp.ready_ns, dur);
-        let done = xe + self.prog_time(wp.block);
+            .program_transfer(&self.geo, die, wp.ready_ns(), dur);
+        let done = xe + self.prog_time(wp.block());
         self.timelines.occupy_die(die, done);
-        self.raw.nand_pages_programmed += self.geo.planes as u64;
-        self.raw.nand_bytes_programmed += self.geo.dpage_bytes;
-        self.blocks.set_last_write(wp.block, done);
+        self.raw
+            .add(Count::NandPagesProgrammed, self.geo.planes as u64);
+        self.raw
+            .add(Count::NandBytesProgrammed, self.geo.dpage_bytes);
+        self.blocks.set_last_write(wp.block(), done);
         if stream == Stream::Host && self.geo.buffer_units > 0 {
-            self.buffer.hold(done, wp.slot);
+            self.buffer.hold(done, wp.slot());
         }
-        let mut next = wp;
-        next.page += 1;
-        next.slot = 0;
-        next.ready_ns = 0;
-        next.compressed_fill = 0;
-        if next.page == self.block_pages(wp.block) {
-            self.blocks.close(&self.geo, wp.block);
-            self.reduction.close(wp.block, wp.placed);
-            next = WritePoint::EMPTY;
+        let pages = self.block_pages(wp.block());
+        if let Some((block, placed)) = self.blocks.dpage_programmed(&self.geo, stream, die, pages) {
+            self.reduction.close(block, placed);
         }
-        *self.blocks.wp_mut(stream, die) = next;
         Some(done)
     }
 }

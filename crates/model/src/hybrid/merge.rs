@@ -5,50 +5,50 @@
 
 use super::super::log_blocks::Hybrid;
 use super::super::ssd::Ssd;
-use super::super::types::{Broken, NONE};
+use super::super::types::{Broken, Count, NONE};
 
 impl Ssd {
-    /// Sequential log `li` of `lsb` holds every unit of `lsb` at its
+    /// Sequential log `li` of `logical_sb` holds every unit of `logical_sb` at its
     /// offset: it becomes the data block; the old one is erased.
     pub(super) fn switch_log(
         &mut self,
-        h: &mut Hybrid,
+        hybrid: &mut Hybrid,
         li: u32,
-        lsb: u32,
+        logical_sb: u32,
         t: u64,
     ) -> Result<(), Broken> {
-        let psb = h.drop_log(li)?.physical_sb;
+        let physical_sb = hybrid.drop_log(li)?.physical_sb();
         self.set_data_block(
-            h,
-            lsb,
-            psb,
+            hybrid,
+            logical_sb,
+            physical_sb,
             t,
             "hybrid: switched-out data block still holds data",
         )
     }
 
-    /// Make `psb` the data block of `lsb` and erase the one it replaces,
+    /// Make `physical_sb` the data block of `logical_sb` and erase the one it replaces,
     /// which must hold no valid unit any more (`broken` says which
     /// reclamation left one behind).
     fn set_data_block(
         &mut self,
-        h: &mut Hybrid,
-        lsb: u32,
-        psb: u32,
+        hybrid: &mut Hybrid,
+        logical_sb: u32,
+        physical_sb: u32,
         t: u64,
         broken: &'static str,
     ) -> Result<(), Broken> {
-        let old = h.set_data(lsb, psb);
+        let old = hybrid.set_data(logical_sb, physical_sb);
         if old != NONE {
             if self.sb_valid(old) != 0 {
                 return Err(Broken(broken));
             }
-            self.erase_superblock(h, old, t, false);
+            self.erase_superblock(hybrid, old, t, false);
         }
         Ok(())
     }
 
-    /// Copy the units of `lsb` at offsets `from..` into superblock `dst`
+    /// Copy the units of `logical_sb` at offsets `from..` into superblock `dst`
     /// at their offsets (from wherever they are now).
     ///
     /// The hot loop of every merge: it walks the destination one dpage at
@@ -56,27 +56,27 @@ impl Ssd {
     /// costs no division.
     pub(super) fn merge_fill(
         &mut self,
-        h: &mut Hybrid,
-        lsb: u32,
+        hybrid: &mut Hybrid,
+        logical_sb: u32,
         dst: u32,
         from: u32,
         t: u64,
     ) -> Result<(), Broken> {
-        let s = h.sb_units();
+        let s = hybrid.sb_units();
         let upd = self.geo.units_per_dpage;
         let upb = self.geo.units_per_block as u64;
         let bpd = self.geo.blocks_per_die;
         let dies = self.geo.dies;
         let logical = self.geo.logical_units;
-        let base = lsb as u64 * s as u64;
-        self.merge_warm(h, lsb, dst, from);
+        let base = logical_sb as u64 * s as u64;
+        self.merge_warm(hybrid, logical_sb, dst, from);
         // A full merge copies the reverse map of the data block, where each
         // unit sits at its offset as it will in `dst`, to `dst` wholesale
         // (entries of positions not live are stale in both, and ignored):
         // the copy loop then only repoints the units' forward entries and
         // live bits. `moved` is the data block when it did.
         let mut moved = NONE;
-        let old = h.data_of(lsb);
+        let old = hybrid.data_of(logical_sb);
         if from == 0 && old != NONE && old != dst && self.mapping.reverse_word_aligned(upb as usize)
         {
             let upb = upb as usize;
@@ -148,14 +148,14 @@ impl Ssd {
                     read_ns = (src_units, self.geo.chan_ns(src_units * self.geo.unit_bytes));
                 }
                 self.merge_copy_within_die(dst_block, src_die, t, src_units, read_ns.1);
-                self.raw.merge_copies += n as u64;
+                self.raw.add(Count::MergeCopies, n as u64);
             } else {
                 if src_units > 0 {
                     ready = ready.max(self.merge_read(src_die, t, src_units));
                 }
                 if n > 0 {
                     self.hybrid_program_dpage(dst_block, die as usize, ready, 0);
-                    self.raw.merge_copies += n as u64;
+                    self.raw.add(Count::MergeCopies, n as u64);
                 }
             }
             off = end;
@@ -169,24 +169,24 @@ impl Ssd {
         Ok(())
     }
 
-    /// Bring into the cache what copying `lsb`'s units from offset `from`
+    /// Bring into the cache what copying `logical_sb`'s units from offset `from`
     /// into `dst` will touch in the per-block tables, scattered over every
     /// die: the reverse map and valid counts of its data block (where most
     /// units come from) and of `dst`. The loads overlap, instead of one
     /// cache miss after another as the copy loop walks the dies.
-    fn merge_warm(&self, h: &Hybrid, lsb: u32, dst: u32, from: u32) {
+    fn merge_warm(&self, hybrid: &Hybrid, logical_sb: u32, dst: u32, from: u32) {
         let g = &self.geo;
         let (page0, _) = g.split_dies(g.split_dpage(from).0);
         let upb = g.units_per_block as usize;
         let skip = page0 as usize * g.units_per_dpage as usize;
-        let src = h.data_of(lsb);
+        let src = hybrid.data_of(logical_sb);
         let mut acc = 0u64;
         for d in 0..g.dies {
-            for psb in [src, dst] {
-                if psb == NONE {
+            for physical_sb in [src, dst] {
+                if physical_sb == NONE {
                     continue;
                 }
-                let b = d * g.blocks_per_die + psb;
+                let b = d * g.blocks_per_die + physical_sb;
                 self.mapping
                     .warm_reverse(b as usize * upb + skip, upb - skip);
                 acc ^= self.blocks.valid(b) as u64;
@@ -203,7 +203,8 @@ impl Ssd {
         } else {
             units.div_ceil(self.geo.units_per_page as u64)
         };
-        self.raw.nand_pages_read += pages.min(self.geo.planes as u64);
+        self.raw
+            .add(Count::NandPagesRead, pages.min(self.geo.planes as u64));
         self.nand_read(die, t, units * self.geo.unit_bytes)
     }
 
@@ -263,7 +264,8 @@ impl Ssd {
         } else {
             units.div_ceil(self.geo.units_per_page as u64)
         };
-        self.raw.nand_pages_read += pages.min(self.geo.planes as u64);
+        self.raw
+            .add(Count::NandPagesRead, pages.min(self.geo.planes as u64));
         let sensed = t.max(self.timelines.die_busy(die)) + self.geo.t_read;
         debug_assert_eq!(d_read, self.geo.chan_ns(units * self.geo.unit_bytes));
         let d_prog = self.geo.dpage_chan_ns;
@@ -286,8 +288,10 @@ impl Ssd {
         };
         let done = xe + t_prog;
         self.timelines.occupy_die(die, done);
-        self.raw.nand_pages_programmed += self.geo.planes as u64;
-        self.raw.nand_bytes_programmed += self.geo.dpage_bytes;
+        self.raw
+            .add(Count::NandPagesProgrammed, self.geo.planes as u64);
+        self.raw
+            .add(Count::NandBytesProgrammed, self.geo.dpage_bytes);
         self.blocks.set_last_write(block, done);
         if host > 0 && self.geo.buffer_units > 0 {
             self.buffer.hold(done, host);
@@ -295,15 +299,20 @@ impl Ssd {
         done
     }
 
-    /// Full merge of `lsb`: every unit it has, wherever it is, programmed in
+    /// Full merge of `logical_sb`: every unit it has, wherever it is, programmed in
     /// order into a new superblock, which becomes its data block.
-    pub(super) fn merge_full(&mut self, h: &mut Hybrid, lsb: u32, t: u64) -> Result<(), Broken> {
-        let dst = self.take_superblock(h, t)?;
-        self.merge_fill(h, lsb, dst, 0, t)?;
-        self.raw.merges_full += 1;
+    pub(super) fn merge_full(
+        &mut self,
+        hybrid: &mut Hybrid,
+        logical_sb: u32,
+        t: u64,
+    ) -> Result<(), Broken> {
+        let dst = self.take_superblock(hybrid, t)?;
+        self.merge_fill(hybrid, logical_sb, dst, 0, t)?;
+        self.raw.add(Count::MergesFull, 1);
         self.set_data_block(
-            h,
-            lsb,
+            hybrid,
+            logical_sb,
             dst,
             t,
             "hybrid: merged-out data block still holds data",

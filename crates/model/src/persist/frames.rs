@@ -72,11 +72,11 @@ impl<W: Write> FrameWriter<W> {
     }
 
     pub(super) fn wp(&mut self, wp: &WritePoint) -> io::Result<()> {
-        self.u32(wp.block)?;
-        self.u32(wp.page)?;
-        self.u32(wp.slot)?;
-        self.u32(wp.compressed_fill)?;
-        self.u32(wp.placed)
+        self.u32(wp.block())?;
+        self.u32(wp.page())?;
+        self.u32(wp.slot())?;
+        self.u32(wp.compressed_fill())?;
+        self.u32(wp.placed())
     }
 
     /// Write the last data frame and the end frame.
@@ -241,14 +241,13 @@ impl<R: Read> FrameReader<R> {
         } else {
             (self.u32()?, self.u32()?)
         };
-        Ok(WritePoint {
+        Ok(WritePoint::saved(
             block,
             page,
             slot,
-            ready_ns: 0,
             compressed_fill,
             placed,
-        })
+        ))
     }
 
     /// The stream must end exactly here: the end frame, then end of file.

@@ -43,7 +43,7 @@ use super::blocks::SavedBlocks;
 use super::log_blocks::{Log, MappingScheme};
 use super::packed::PackedVec;
 use super::ssd::Ssd;
-use super::types::{BlockState, NONE, Raw, Stream};
+use super::types::{BlockState, COUNTS, NONE, Raw, Stream};
 use vssd_profile::Profile;
 
 mod frames;
@@ -100,64 +100,14 @@ fn geometry_text(p: &Profile) -> io::Result<String> {
 }
 
 /// Counters in the state file: format 2 had the first 16.
-const RAW_FIELDS: usize = 24;
+const RAW_FIELDS: usize = COUNTS;
 
 fn raw_fields(r: &Raw) -> [u64; RAW_FIELDS] {
-    [
-        r.host_read_bytes,
-        r.host_written_bytes,
-        r.host_trimmed_bytes,
-        r.host_read_cmds,
-        r.host_write_cmds,
-        r.host_trim_cmds,
-        r.host_flush_cmds,
-        r.nand_pages_read,
-        r.nand_pages_programmed,
-        r.nand_bytes_programmed,
-        r.erases,
-        r.gc_copies,
-        r.fg_gc_victims,
-        r.bg_gc_victims,
-        r.rmw_reads,
-        r.buffer_stall_ns,
-        r.host_reduced_bytes,
-        r.trim_dropped_units,
-        r.merges_switch,
-        r.merges_partial,
-        r.merges_full,
-        r.merge_copies,
-        r.slc_units_written,
-        r.slc_units_folded,
-    ]
+    *r.all()
 }
 
 fn raw_from(f: &[u64; RAW_FIELDS]) -> Raw {
-    Raw {
-        host_read_bytes: f[0],
-        host_written_bytes: f[1],
-        host_trimmed_bytes: f[2],
-        host_read_cmds: f[3],
-        host_write_cmds: f[4],
-        host_trim_cmds: f[5],
-        host_flush_cmds: f[6],
-        nand_pages_read: f[7],
-        nand_pages_programmed: f[8],
-        nand_bytes_programmed: f[9],
-        erases: f[10],
-        gc_copies: f[11],
-        fg_gc_victims: f[12],
-        bg_gc_victims: f[13],
-        rmw_reads: f[14],
-        buffer_stall_ns: f[15],
-        host_reduced_bytes: f[16],
-        trim_dropped_units: f[17],
-        merges_switch: f[18],
-        merges_partial: f[19],
-        merges_full: f[20],
-        merge_copies: f[21],
-        slc_units_written: f[22],
-        slc_units_folded: f[23],
-    }
+    Raw::from_all(*f)
 }
 
 /// The profile sections that shape the saved state besides the geometry
@@ -298,26 +248,26 @@ impl Ssd {
             }
             f.u64(credit.to_bits())?;
         }
-        if let MappingScheme::Hybrid(h) = &self.scheme {
-            let (data, dirty) = h.saved_tables();
+        if let MappingScheme::Hybrid(hybrid) = &self.scheme {
+            let (data, dirty) = hybrid.saved_tables();
             for &d in data {
                 f.u32(d)?;
             }
             let dirty: Vec<u8> = dirty.iter().map(|&d| d as u8).collect();
             f.put(&dirty)?;
-            f.u32(h.log_count() as u32)?;
-            for li in h.order() {
-                let Some(l) = h.log_if_used(li) else {
+            f.u32(hybrid.log_count() as u32)?;
+            for li in hybrid.order() {
+                let Some(l) = hybrid.log_if_used(li) else {
                     return Err(io::Error::other(
                         "hybrid: reclaim order names an unused log",
                     ));
                 };
-                f.u32(l.physical_sb)?;
-                f.u32(l.next)?;
-                f.u8(l.seq as u8)?;
-                f.u8((h.random_log() == li) as u8)?;
-                f.u32(l.logical_sbs.len() as u32)?;
-                for &x in &l.logical_sbs {
+                f.u32(l.physical_sb())?;
+                f.u32(l.next())?;
+                f.u8(l.seq() as u8)?;
+                f.u8((hybrid.random_log() == li) as u8)?;
+                f.u32(l.logical_sbs().len() as u32)?;
+                for &x in l.logical_sbs() {
                     f.u32(x)?;
                 }
             }
@@ -432,11 +382,11 @@ impl Ssd {
             let host = f.wp(v2)?;
             let gc = f.wp(v2)?;
             for wp in [host, gc] {
-                let inside = wp.block == NONE
-                    || ((wp.block as usize) < nblocks
-                        && g.die_of_block(wp.block) as usize == d
-                        && wp.page < g.pages_per_block
-                        && wp.slot < g.units_per_dpage);
+                let inside = wp.block() == NONE
+                    || ((wp.block() as usize) < nblocks
+                        && g.die_of_block(wp.block()) as usize == d
+                        && wp.page() < g.pages_per_block
+                        && wp.slot() < g.units_per_dpage);
                 if !inside {
                     return Err(corrupt("write point outside its die"));
                 }
@@ -541,9 +491,9 @@ impl Ssd {
                 .restore(&words, queue, credit)
                 .map_err(corrupt)?;
         }
-        if let MappingScheme::Hybrid(h) = &mut self.scheme {
+        if let MappingScheme::Hybrid(hybrid) = &mut self.scheme {
             let bpd = self.geo.blocks_per_die;
-            let mut data = vec![0u32; h.logical_sbs() as usize];
+            let mut data = vec![0u32; hybrid.logical_sbs() as usize];
             for d in &mut data {
                 *d = f.u32()?;
                 if *d != NONE && *d >= bpd {
@@ -555,12 +505,12 @@ impl Ssd {
             if dirty.iter().any(|&x| x > 1) {
                 return Err(corrupt("bad dirty flag"));
             }
-            h.restore_tables(data, dirty.iter().map(|&x| x == 1).collect());
+            hybrid.restore_tables(data, dirty.iter().map(|&x| x == 1).collect());
             let n = f.u32()?;
             if n > bpd {
                 return Err(corrupt("more log blocks than superblocks"));
             }
-            let s = h.sb_units();
+            let s = hybrid.sb_units();
             for _ in 0..n {
                 let physical_sb = f.u32()?;
                 let next = f.u32()?;
@@ -573,19 +523,13 @@ impl Ssd {
                 let mut logical_sbs = Vec::with_capacity(k as usize);
                 for _ in 0..k {
                     let x = f.u32()?;
-                    if x >= h.logical_sbs() {
+                    if x >= hybrid.logical_sbs() {
                         return Err(corrupt("log block names a logical block beyond the drive"));
                     }
                     logical_sbs.push(x);
                 }
-                h.restore_log(
-                    Log {
-                        physical_sb,
-                        next,
-                        seq: seq == 1,
-                        logical_sbs,
-                        ready: 0,
-                    },
+                hybrid.restore_log(
+                    Log::restored(physical_sb, next, seq == 1, logical_sbs),
                     rand == 1,
                 );
             }

@@ -29,7 +29,10 @@ fn same_ftl(a: &Ssd, b: &Ssd) {
         b.blocks.write_points().count()
     );
     for (x, y) in a.blocks.write_points().zip(b.blocks.write_points()) {
-        assert_eq!((x.block, x.page, x.slot), (y.block, y.page, y.slot));
+        assert_eq!(
+            (x.block(), x.page(), x.slot()),
+            (y.block(), y.page(), y.slot())
+        );
     }
     assert_eq!(a.blocks.cursor(), b.blocks.cursor());
     assert_eq!(a.seed, b.seed);
