@@ -1,69 +1,15 @@
 //! Garbage collection and the free-block pool: victim selection (greedy
 //! buckets, cost-benefit scan), GC steps (foreground, incremental,
-//! background), erases in idle gaps. See "Garbage collection" in
-//! `docs/model.md`.
+//! background), erases in idle gaps. The blocks are the pool's
+//! (`blocks.rs`), the collections in progress `victims.rs`'s. See "Garbage
+//! collection" in `docs/model.md`.
 
-use super::ssd::{BlockState, NONE, Ssd};
-use super::write_point::Stream;
+use super::slc::SlcCache;
+use super::ssd::Ssd;
+use super::types::{BlockState, Count, NONE, Stream};
 use vssd_profile::GcPolicy;
-use vssd_profile::SlcMode;
 
 impl Ssd {
-    // ------------------------------------------------ valid-count buckets
-
-    /// Recreate the valid-count buckets from the block table (after a load).
-    pub(crate) fn rebuild_buckets(&mut self) {
-        for h in &mut self.heads {
-            h.fill(NONE);
-        }
-        self.bnext.fill(NONE);
-        self.bprev.fill(NONE);
-        self.empty_full = 0;
-        for b in 0..self.valid.len() as u32 {
-            if self.state[b as usize] == BlockState::Full as u8 {
-                self.bucket_insert(b);
-            }
-        }
-    }
-
-    /// Put full block `b` in its die's bucket for its valid count.
-    #[inline]
-    pub(super) fn bucket_insert(&mut self, b: u32) {
-        let die = self.geo.die_of_block(b) as usize;
-        let v = self.valid[b as usize] as usize;
-        if v == 0 {
-            self.empty_full += 1;
-        }
-        let head = self.heads[die][v];
-        self.bnext[b as usize] = head;
-        self.bprev[b as usize] = NONE;
-        if head != NONE {
-            self.bprev[head as usize] = b;
-        }
-        self.heads[die][v] = b;
-    }
-
-    /// Take full block `b` out of its bucket.
-    #[inline]
-    pub(super) fn bucket_remove(&mut self, b: u32) {
-        let die = self.geo.die_of_block(b) as usize;
-        let v = self.valid[b as usize] as usize;
-        if v == 0 {
-            self.empty_full -= 1;
-        }
-        let (p, n) = (self.bprev[b as usize], self.bnext[b as usize]);
-        if p != NONE {
-            self.bnext[p as usize] = n;
-        } else {
-            self.heads[die][v] = n;
-        }
-        if n != NONE {
-            self.bprev[n as usize] = p;
-        }
-        self.bnext[b as usize] = NONE;
-        self.bprev[b as usize] = NONE;
-    }
-
     // ----------------------------------------------------------- the pool
 
     /// Give the host write point of `die` a new block, running foreground GC
@@ -73,65 +19,37 @@ impl Ssd {
         // Incremental GC (gc_keep_pace) normally holds the pool near the
         // threshold; if it fell behind, the host write waits for whole victims.
         let mut guard = self.geo.blocks_per_die;
-        while self.free[die].len() < 2 && guard > 0 {
+        while self.blocks.free_len(die) < 2 && guard > 0 {
             guard -= 1;
             if !self.gc_one(die, now, true) {
                 break;
             }
         }
-        if self.free[die].len() < 2 {
+        if self.blocks.free_len(die) < 2 {
             return false;
         }
-        let Some(b) = self.free[die].pop_front() else {
+        let Some(b) = self.blocks.pop_free(die) else {
             return false; // unreachable: two or more blocks checked above
         };
-        if !self.slc_mode.is_empty() && self.slc_free_units() >= self.slc_block_units() {
+        if self.slc.enabled() && self.slc_free_units() >= SlcCache::block_units(&self.geo) {
             // The SLC cache has room: this host block runs in SLC mode.
-            self.slc_mode[b as usize] = true;
-            self.slc_blocks += 1;
+            self.slc.mark(b);
         }
-        self.open_block(Stream::Host, die, b, now);
+        self.blocks.open(Stream::Host, die, b, now);
         true
-    }
-
-    /// Units an SLC-mode block holds.
-    #[inline]
-    pub(super) fn slc_block_units(&self) -> u64 {
-        (self.geo.units_per_block / self.geo.slc_bits) as u64
-    }
-
-    /// Host units the SLC cache can take now (0 without a cache). A static
-    /// cache has its fixed size; a dynamic one also at most what the NAND
-    /// not holding mapped data (less the GC reserve) can hold in SLC mode.
-    pub(crate) fn slc_free_units(&self) -> u64 {
-        let size = match self.geo.slc {
-            SlcMode::Off => return 0,
-            SlcMode::Static => self.geo.slc_units,
-            SlcMode::Dynamic => {
-                let reserve = self.geo.dies as u64
-                    * (self.geo.fg_threshold as u64 + 2)
-                    * self.geo.units_per_block as u64;
-                let room = self
-                    .geo
-                    .in_service_units
-                    .saturating_sub(self.mapped_units + reserve);
-                self.geo.slc_units.min(room / self.geo.slc_bits as u64)
-            }
-        };
-        size.saturating_sub(self.slc_blocks * self.slc_block_units())
     }
 
     /// Make sure the GC write point of `die` has an open block; false if it
     /// has none and the die has no free block to open.
     #[inline]
     fn ensure_gc_block(&mut self, die: usize, now: u64) -> bool {
-        if self.wp(Stream::Gc, die).block != NONE {
+        if self.blocks.wp(Stream::Gc, die).block() != NONE {
             return true;
         }
-        let Some(b) = self.free[die].pop_front() else {
+        let Some(b) = self.blocks.pop_free(die) else {
             return false;
         };
-        self.open_block(Stream::Gc, die, b, now);
+        self.blocks.open(Stream::Gc, die, b, now);
         true
     }
 
@@ -142,18 +60,11 @@ impl Ssd {
         } else {
             self.geo.t_erase
         };
-        self.occupy_die(die, start + t_erase);
-        if !self.slc_mode.is_empty() && self.slc_mode[b as usize] {
-            self.slc_mode[b as usize] = false;
-            self.slc_blocks -= 1;
-        }
-        if !self.bcap.is_empty() {
-            self.bcap[b as usize] = 0;
-        }
-        self.erase_count[b as usize] += 1;
-        self.raw.erases += 1;
-        self.state[b as usize] = BlockState::Free as u8;
-        self.free[die].push_back(b);
+        self.timelines.occupy_die(die, start + t_erase);
+        self.slc.erase(b);
+        self.reduction.erase(b);
+        self.raw.add(Count::Erases, 1);
+        self.blocks.erased(die, b);
     }
 
     // ------------------------------------------------------------- victims
@@ -162,18 +73,21 @@ impl Ssd {
     /// one invalid unit.
     fn select_victim(&self, die: usize, now: u64) -> Option<u32> {
         let upb = self.geo.units_per_block as usize;
-        if !self.bcap.is_empty() {
+        if self.reduction.enabled() {
             return self.select_victim_reduced(die, now);
         }
+        let blocks = &self.blocks;
         match self.geo.policy {
-            GcPolicy::Greedy => (0..upb).map(|v| self.heads[die][v]).find(|&h| h != NONE),
+            GcPolicy::Greedy => (0..upb)
+                .map(|v| blocks.bucket_head(die, v))
+                .find(|&h| h != NONE),
             GcPolicy::CostBenefit => {
                 let mut best: Option<(f64, u32)> = None;
                 for v in 0..upb {
-                    let mut b = self.heads[die][v];
+                    let mut b = blocks.bucket_head(die, v);
                     let u = v as f64 / upb as f64;
                     while b != NONE {
-                        let age = now.saturating_sub(self.last_write[b as usize]) as f64 + 1.0;
+                        let age = now.saturating_sub(blocks.last_write(b)) as f64 + 1.0;
                         let score = if v == 0 {
                             f64::INFINITY
                         } else {
@@ -182,7 +96,7 @@ impl Ssd {
                         if best.is_none_or(|(s, _)| score > s) {
                             best = Some((score, b));
                         }
-                        b = self.bnext[b as usize];
+                        b = blocks.bucket_next(b);
                     }
                     if v == 0 && best.is_some() {
                         break;
@@ -194,21 +108,23 @@ impl Ssd {
     }
 
     /// [`Self::select_victim`] with data reduction: blocks hold different
-    /// numbers of units (`bcap`), so a block is a candidate only if some of
-    /// its slots are invalid, and its valid fraction is over its own slots.
+    /// numbers of units (their slots), so a block is a candidate only if
+    /// some of its slots are invalid, and its valid fraction is over its
+    /// own slots.
     fn select_victim_reduced(&self, die: usize, now: u64) -> Option<u32> {
         let upb = self.geo.units_per_block as usize;
+        let blocks = &self.blocks;
         let mut best: Option<(f64, u32)> = None;
         for v in 0..upb {
-            let mut b = self.heads[die][v];
+            let mut b = blocks.bucket_head(die, v);
             while b != NONE {
-                let cap = self.bcap[b as usize] as usize;
+                let cap = self.reduction.block_slots(b) as usize;
                 if v < cap {
                     let u = v as f64 / cap as f64;
                     let score = match self.geo.policy {
                         GcPolicy::Greedy => 1.0 - u,
                         GcPolicy::CostBenefit => {
-                            let age = now.saturating_sub(self.last_write[b as usize]) as f64 + 1.0;
+                            let age = now.saturating_sub(blocks.last_write(b)) as f64 + 1.0;
                             if v == 0 {
                                 f64::INFINITY
                             } else {
@@ -223,7 +139,7 @@ impl Ssd {
                         return best.map(|(_, b)| b);
                     }
                 }
-                b = self.bnext[b as usize];
+                b = blocks.bucket_next(b);
             }
         }
         best.map(|(_, b)| b)
@@ -235,8 +151,8 @@ impl Ssd {
         let Some(victim) = self.select_victim(die, t) else {
             return false;
         };
-        let need = self.valid[victim as usize];
-        if need as u64 > self.wp_room(Stream::Gc, die) && self.free[die].is_empty() {
+        let need = self.blocks.valid(victim);
+        if need as u64 > self.wp_room(Stream::Gc, die) && self.blocks.free_len(die) == 0 {
             return false;
         }
         self.begin_victim(die, victim, foreground);
@@ -245,21 +161,20 @@ impl Ssd {
 
     /// Make full block `victim` of `die` the collection in progress.
     fn begin_victim(&mut self, die: usize, victim: u32, foreground: bool) {
-        let need = self.valid[victim as usize];
-        self.bucket_remove(victim);
-        self.state[victim as usize] = BlockState::Victim as u8;
-        let upb = if self.bcap.is_empty() {
+        let need = self.blocks.valid(victim);
+        self.blocks.make_victim(&self.geo, victim);
+        let upb = if !self.reduction.enabled() {
             self.geo.units_per_block as f64
         } else {
-            self.bcap[victim as usize].max(need + 1) as f64
+            self.reduction.block_slots(victim).max(need + 1) as f64
         };
-        self.gc_ratio[die] = need as f64 / (upb - need as f64);
         if foreground {
-            self.raw.fg_gc_victims += 1;
+            self.raw.add(Count::FgGcVictims, 1);
         } else {
-            self.raw.bg_gc_victims += 1;
+            self.raw.add(Count::BgGcVictims, 1);
         }
-        self.gc_cur[die] = Some((victim, 0));
+        self.gc
+            .begin(die, victim, need as f64 / (upb - need as f64));
     }
 
     // --------------------------------------------------------------- steps
@@ -286,25 +201,22 @@ impl Ssd {
     /// stay valid where they are), and GC on that die resumes once a block
     /// is free again: a pause, never a panic or a lost unit.
     fn gc_step(&mut self, die: usize, t: u64, budget: u64, foreground: bool) -> bool {
-        if self.gc_cur[die].is_none() && !self.start_victim(die, t, foreground) {
+        if !self.gc.busy(die) && !self.start_victim(die, t, foreground) {
             return false;
         }
-        let Some((victim, first_page)) = self.gc_cur[die] else {
+        let Some((victim, first_page)) = self.gc.current(die) else {
             return false;
         };
         // Pass 1: the valid units of the next pages, up to the budget (a
         // sequential scan of the reverse map).
         let upd = self.geo.units_per_dpage;
-        let mut lpns = std::mem::take(&mut self.gc_lpns);
-        let mut pages = std::mem::take(&mut self.gc_pages);
-        lpns.clear();
-        pages.clear();
+        let (mut lpns, mut pages) = self.gc.take_scratch();
         let mut page = first_page;
         while page < self.geo.pages_per_block && (lpns.len() as u64) < budget {
             let mut slots = 0u64;
             let before = lpns.len();
             for slot in 0..upd {
-                if let Some(lpn) = self.lpn_at(self.geo.ppn(victim, page, slot)) {
+                if let Some(lpn) = self.mapping.lpn_at(self.geo.ppn(victim, page, slot)) {
                     lpns.push(lpn);
                     slots |= 1u64 << (slot / self.geo.units_per_page).min(63);
                 }
@@ -316,13 +228,14 @@ impl Ssd {
         }
         // Their mapping entries are scattered: load them all first so the
         // cache misses overlap instead of stalling one by one below.
-        self.l2p.warm(&lpns);
+        self.mapping.warm_forward(&lpns);
         // Pass 2: read each page, then program its units at the GC write point.
         let mut next = 0;
-        let copies_before = self.raw.gc_copies;
+        let copies_before = self.raw.get(Count::GcCopies);
         let mut stalled = false;
+        let folding = self.slc.is_slc(victim);
         'pages: for &(n, plane_pages) in &pages {
-            self.raw.nand_pages_read += plane_pages as u64;
+            self.raw.add(Count::NandPagesRead, plane_pages as u64);
             let ready = self.nand_read(die, t, n as u64 * self.geo.unit_bytes);
             for &lpn in &lpns[next..next + n] {
                 if !self.ensure_gc_block(die, ready) {
@@ -331,30 +244,30 @@ impl Ssd {
                 }
                 // ensure_gc_block just made sure the GC write point is open.
                 self.place_on(Stream::Gc, die, lpn, ready);
-                self.raw.gc_copies += 1;
-                if !self.slc_mode.is_empty() && self.slc_mode[victim as usize] {
-                    self.raw.slc_units_folded += 1;
+                self.raw.add(Count::GcCopies, 1);
+                if folding {
+                    self.raw.add(Count::SlcUnitsFolded, 1);
                 }
             }
             next += n;
         }
-        let progress = !stalled || self.raw.gc_copies != copies_before;
-        self.gc_lpns = lpns;
-        self.gc_pages = pages;
-        if self.valid[victim as usize] == 0 {
+        let progress = !stalled || self.raw.get(Count::GcCopies) != copies_before;
+        self.gc.put_scratch(lpns, pages);
+        if self.blocks.valid(victim) == 0 {
             // Every unit is copied (or was overwritten): reclaim the block.
             // After its last page this always holds, as a victim takes no
             // new data.
-            self.gc_cur[die] = None;
-            self.erase_block(die, victim, t.max(self.die_busy[die]));
+            self.gc.finish(die);
+            let start = t.max(self.timelines.die_busy(die));
+            self.erase_block(die, victim, start);
         } else if stalled || page >= self.geo.pages_per_block {
             // No room to copy into (see above), or units left after the last
             // page, which cannot happen: resume with a scan from the start
             // of the block rather than erase valid data. Copied units are
             // no longer in it, so a rescan finds exactly the rest.
-            self.gc_cur[die] = Some((victim, 0));
+            self.gc.resume_at(die, victim, 0);
         } else {
-            self.gc_cur[die] = Some((victim, page));
+            self.gc.resume_at(die, victim, page);
         }
         progress
     }
@@ -366,13 +279,13 @@ impl Ssd {
     /// stalling them for whole victims when the pool runs out.
     #[inline]
     pub(super) fn gc_keep_pace(&mut self, die: usize, t: u64) {
-        if self.free[die].len() > self.geo.fg_threshold as usize {
+        if self.blocks.free_len(die) > self.geo.fg_threshold as usize {
             return;
         }
-        if self.gc_cur[die].is_none() && !self.start_victim(die, t, true) {
+        if !self.gc.busy(die) && !self.start_victim(die, t, true) {
             return;
         }
-        let budget = (self.geo.units_per_dpage as f64 * self.gc_ratio[die])
+        let budget = (self.geo.units_per_dpage as f64 * self.gc.ratio(die))
             .ceil()
             .max(1.0) as u64;
         self.gc_step(die, t, budget, true);
@@ -386,22 +299,23 @@ impl Ssd {
     /// delay host I/O. This is why a trimmed drive is soon back to fresh-like
     /// speed even without a long idle period.
     pub(super) fn erase_in_gaps(&mut self, now: u64) {
-        if self.hy.is_some() {
-            self.hy_idle(now);
+        if self.scheme.is_hybrid() {
+            self.hybrid_idle(now);
             return;
         }
-        if self.empty_full == 0 {
+        if self.blocks.empty_full() == 0 {
             return;
         }
         for die in 0..self.geo.dies as usize {
             loop {
-                let b = self.heads[die][0];
-                if b == NONE || self.die_busy[die] + self.geo.t_erase > now {
+                let b = self.blocks.bucket_head(die, 0);
+                let busy = self.timelines.die_busy(die);
+                if b == NONE || busy + self.geo.t_erase > now {
                     break;
                 }
-                self.bucket_remove(b);
-                self.raw.bg_gc_victims += 1;
-                self.erase_block(die, b, self.die_busy[die]);
+                self.blocks.take_empty(&self.geo, b);
+                self.raw.add(Count::BgGcVictims, 1);
+                self.erase_block(die, b, busy);
             }
         }
     }
@@ -411,36 +325,37 @@ impl Ssd {
     /// blocks holding no valid data, and run GC on each die until it has
     /// `bg_target_blocks` free, all within the idle gap.
     pub(super) fn background(&mut self, now: u64) {
-        if self.geo.bg_idle_ns == 0 || self.hy.is_some() {
+        if self.geo.bg_idle_ns == 0 || self.scheme.is_hybrid() {
             return;
         }
-        let idle_start = self.last_host_done + self.geo.bg_idle_ns;
+        let idle_start = self.timelines.last_host_done() + self.geo.bg_idle_ns;
         if now <= idle_start {
             return;
         }
-        self.program_partial(Stream::Host, self.cursor as usize, idle_start);
+        let cursor = self.blocks.cursor() as usize;
+        self.program_partial(Stream::Host, cursor, idle_start);
         let target = self.geo.bg_target as usize;
         for die in 0..self.geo.dies as usize {
             let mut guard = self.geo.blocks_per_die;
             // Blocks with no valid data left (after TRIM or overwrites) cost
             // only an erase: always reclaim those; copy-GC only up to the target.
-            while (self.free[die].len() < target || self.heads[die][0] != NONE) && guard > 0 {
+            while (self.blocks.free_len(die) < target || self.blocks.bucket_head(die, 0) != NONE)
+                && guard > 0
+            {
                 guard -= 1;
-                let t = idle_start.max(self.die_busy[die]);
+                let t = idle_start.max(self.timelines.die_busy(die));
                 if t >= now || !self.gc_one(die, t, false) {
                     break;
                 }
             }
         }
-        if !self.slc_mode.is_empty() {
+        if self.slc.enabled() {
             self.fold_slc_idle(idle_start, now);
         }
         // The idle gap is used up; the next one starts after new host I/O.
-        self.last_host_done = self.last_host_done.max(now - self.geo.bg_idle_ns);
+        self.timelines.host_done(now - self.geo.bg_idle_ns);
     }
-}
 
-impl Ssd {
     /// Idle time recovers the SLC cache: full SLC-mode blocks are folded
     /// (their valid units copied into native blocks by GC, at the native
     /// program time) and erased, within the idle gap `idle_start..now`.
@@ -450,18 +365,16 @@ impl Ssd {
             let mut guard = self.geo.blocks_per_die;
             while guard > 0 {
                 guard -= 1;
-                let t = idle_start.max(self.die_busy[die]);
+                let t = idle_start.max(self.timelines.die_busy(die));
                 if t >= now {
                     break;
                 }
-                if self.gc_cur[die].is_none() {
-                    let next = (b0..b0 + self.geo.blocks_per_die).find(|&b| {
-                        self.slc_mode[b as usize]
-                            && self.state[b as usize] == BlockState::Full as u8
-                    });
+                if !self.gc.busy(die) {
+                    let next = (b0..b0 + self.geo.blocks_per_die)
+                        .find(|&b| self.slc.is_slc(b) && self.blocks.is(b, BlockState::Full));
                     let Some(b) = next else { break };
-                    let need = self.valid[b as usize] as u64;
-                    if need > self.wp_room(Stream::Gc, die) && self.free[die].is_empty() {
+                    let need = self.blocks.valid(b) as u64;
+                    if need > self.wp_room(Stream::Gc, die) && self.blocks.free_len(die) == 0 {
                         break;
                     }
                     self.begin_victim(die, b, false);
@@ -508,20 +421,20 @@ mod tests {
             .find(|&d| ssd.select_victim(d, t).is_some())
             .expect("a die with a victim");
         assert!(ssd.start_victim(die, t, true));
-        let (victim, _) = ssd.gc_cur[die].unwrap();
-        let valid = ssd.valid[victim as usize];
+        let (victim, _) = ssd.gc.current(die).unwrap();
+        let valid = ssd.blocks.valid(victim);
         assert!(valid > 0);
         // No free block and no open GC block: the copies have nowhere to go
         // (what host_die's last resort can leave behind).
-        let pool = std::mem::take(&mut ssd.free[die]);
+        let pool = std::mem::take(ssd.blocks.free_list_mut(die));
         assert!(!ssd.gc_one(die, t, true), "no progress is reported");
-        assert_eq!(ssd.gc_cur[die], Some((victim, 0)), "victim kept");
-        assert_eq!(ssd.valid[victim as usize], valid, "nothing moved or lost");
+        assert_eq!(ssd.gc.current(die), Some((victim, 0)), "victim kept");
+        assert_eq!(ssd.blocks.valid(victim), valid, "nothing moved or lost");
         // With a block back, the same victim is collected completely.
-        ssd.free[die] = pool;
+        *ssd.blocks.free_list_mut(die) = pool;
         assert!(ssd.gc_one(die, t, true));
-        assert_eq!(ssd.gc_cur[die], None);
-        assert_eq!(ssd.valid[victim as usize], 0);
+        assert_eq!(ssd.gc.current(die), None);
+        assert_eq!(ssd.blocks.valid(victim), 0);
         ssd.check_invariants().unwrap();
     }
 }

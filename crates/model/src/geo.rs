@@ -59,10 +59,10 @@ pub(crate) struct Geo {
     pub(crate) rated_pe: u32,
     pub(crate) prog_growth: f64,
     pub(crate) erase_growth: f64,
-    /// Data reduction: the reverse map holds `vx` slots per physical unit
-    /// (1 = no reduction); a NAND page holds `upd_phys` units' worth.
-    pub(crate) vx: u32,
-    pub(crate) upd_phys: u32,
+    /// Data reduction: the reverse map holds `reduction_factor` slots per physical unit
+    /// (1 = no reduction); a NAND page holds `physical_units_per_dpage` units' worth.
+    pub(crate) reduction_factor: u32,
+    pub(crate) physical_units_per_dpage: u32,
     pub(crate) min_fraction: f64,
     /// SLC cache: mode, SLC-mode program time, bits per native cell, and
     /// the most host units the cache holds.
@@ -119,12 +119,12 @@ impl Geo {
     pub(crate) fn new(p: &Profile) -> Geo {
         let g = &p.geometry;
         let dies = g.channels * g.dies_per_channel;
-        let vx = if p.reduction.enabled {
+        let reduction_factor = if p.reduction.enabled {
             p.reduction.max_ratio.max(1)
         } else {
             1
         };
-        let units_per_page = (g.page_size.0 / g.mapping_unit.0) as u32 * vx;
+        let units_per_page = (g.page_size.0 / g.mapping_unit.0) as u32 * reduction_factor;
         let units_per_dpage = units_per_page * g.planes_per_die;
         let units_per_block = units_per_dpage * g.pages_per_block;
         let blocks_per_die = g.blocks_per_plane;
@@ -188,8 +188,8 @@ impl Geo {
             rated_pe: p.wear.rated_pe_cycles,
             prog_growth: p.wear.prog_growth,
             erase_growth: p.wear.erase_growth,
-            vx,
-            upd_phys: units_per_dpage / vx,
+            reduction_factor,
+            physical_units_per_dpage: units_per_dpage / reduction_factor,
             min_fraction: p.reduction.min_fraction,
             slc: p.slc_cache.mode,
             t_prog_slc: us(p.slc_cache.t_prog_us),

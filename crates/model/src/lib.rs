@@ -2,11 +2,46 @@
 //!
 //! The caller passes the time in (`now_ns`); the model returns when each
 //! request completes and keeps the FTL state. See `docs/model.md`.
+//!
+//! # Glossary
+//!
+//! The FTL's own terms, used in names throughout the crate:
+//!
+//! - *unit*: a mapping unit (logical page), the granularity of the mapping
+//!   table;
+//! - *lpn* / *ppn*: logical / physical unit numbers. The forward map
+//!   stores `ppn + 1` so that the zero-initialised table means "unmapped";
+//!   which physical units hold current data is the live bitmap's
+//!   (`mapping.rs`);
+//! - *dpage*: a multi-plane page of one die (one page on each plane), the
+//!   granularity of programs; it holds `units_per_dpage` units;
+//! - *block*: the same erase block on every plane of one die, the
+//!   granularity of erases and garbage collection; it holds
+//!   `pages_per_block` dpages;
+//! - *superblock* (hybrid mapping): block `k` of every die, the unit of
+//!   hybrid mapping's logical and physical blocks (`logical_sb`,
+//!   `physical_sb`);
+//! - *write point*: where a write stream (host data or GC copies) of a die
+//!   places its next unit;
+//! - *victim*: a full block being garbage collected.
+//!
+//! # Layout
+//!
+//! [`Ssd`] (`ssd.rs`) holds its state grouped by mechanism, each group
+//! owned by a module below it that knows nothing of the drive: the
+//! mapping tables (`mapping.rs`), the block pool and write points
+//! (`blocks.rs`), timelines (`timeline.rs`, over `channel.rs`), the write
+//! buffer and command tags (`buffer.rs`), GC's victims (`victims.rs`), data
+//! reduction (`reduction.rs`), the SLC cache (`slc.rs`), deferred release
+//! (`release.rs`) and hybrid mapping's state (`log_blocks.rs`), with the
+//! types they share in `types.rs`. What the drive does with them is in
+//! the modules that extend [`Ssd`]: the write path (`write.rs`,
+//! `write_point.rs`), reads (`read.rs`), GC (`gc.rs`), TRIM (`trim.rs`),
+//! hybrid mapping (`hybrid/`), invariants, queries, persistence and
+//! preconditioning.
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
-
-use vssd_profile::Profile;
 
 /// What the host asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -226,10 +261,14 @@ pub use persist::PersistError;
 pub use precondition::{MAX_REQUEST_BYTES, PreconditionRun, Progress, TRIM_PIECE_UNITS};
 pub use ssd::Ssd;
 
+mod blocks;
+mod buffer;
+mod channel;
 mod gc;
 mod geo;
 mod hybrid;
 mod invariants;
+mod log_blocks;
 mod mapping;
 mod packed;
 pub mod payload;
@@ -237,8 +276,14 @@ mod persist;
 mod precondition;
 mod query;
 mod read;
+mod reduction;
+mod release;
+mod slc;
 mod timeline;
 mod trim;
+mod types;
+mod victims;
+mod write;
 mod write_point;
 
 #[cfg(test)]

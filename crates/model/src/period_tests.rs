@@ -4,6 +4,7 @@
 
 use super::proptests::{HYBRID_BAST, HYBRID_FAST, REDUCTION, tiny_with};
 use super::*;
+use crate::log_blocks::MappingScheme;
 use vssd_profile::Profile;
 
 fn req(op: Op, offset: u64, len: u64, payload: Payload) -> Request {
@@ -505,10 +506,13 @@ fn every_mechanism_survives_save_and_load() {
         let back = Ssd::load(&p, &buf[..]).unwrap_or_else(|e| panic!("{extra}: {e}"));
         back.check_invariants().unwrap();
         assert_eq!(back.counters(), ssd.counters(), "{extra}");
-        assert!(back.l2p == ssd.l2p && back.csize == ssd.csize && back.slc_mode == ssd.slc_mode);
-        if let (Some(a), Some(b)) = (back.hy.as_deref(), ssd.hy.as_deref()) {
-            assert_eq!(a.data, b.data);
-            assert_eq!(a.order.len(), b.order.len());
+        assert!(
+            back.mapping.same_as(&ssd.mapping)
+                && back.reduction.same_sizes(&ssd.reduction)
+                && back.slc.flags() == ssd.slc.flags()
+        );
+        if let (MappingScheme::Hybrid(a), MappingScheme::Hybrid(b)) = (&back.scheme, &ssd.scheme) {
+            assert!(a.same_as(b));
         }
         // A state saved with one mechanism is refused by a profile without it.
         let plain = tiny_with("4KiB", "4KiB", 1, "32KiB", "greedy", 1.0, "");

@@ -129,7 +129,7 @@ impl PreconditionRun {
                     };
                     let seed = self.seed.wrapping_add(self.next_step as u64);
                     self.next_step += 1;
-                    let start = self.now.max(ssd.last_now);
+                    let start = self.now.max(ssd.timelines.now());
                     self.cur
                         .insert(StepRun::new(step, self.cap, self.trim_piece, seed, start))
                 }
@@ -445,8 +445,8 @@ mod tests {
     fn a_damaged_model_stops_the_run() {
         let p = tiny("4KiB", "4KiB", 1, "64KiB", "greedy", 0.0);
         let mut ssd = Ssd::new(&p, 1);
-        for f in &mut ssd.free {
-            f.clear();
+        for d in 0..ssd.geo.dies as usize {
+            ssd.blocks.free_list_mut(d).clear();
         }
         let cap = ssd.capacity();
         let mut run = PreconditionRun::new(&ssd, 0, &steps(cap), 9);

@@ -167,16 +167,21 @@ fn run(p: &Profile, ops: &[Step]) -> Result<(), TestCaseError> {
         }
     }
     ssd.check_invariants().map_err(TestCaseError::fail)?;
-    let retired: Vec<usize> = (0..ssd.valid.len())
+    let retired: Vec<usize> = (0..ssd.blocks.count())
         .filter(|&b| ssd.geo.is_retired(b as u32))
         .collect();
     prop_assert_eq!(retired.len(), p.geometry.retired_blocks as usize);
     for b in retired {
-        prop_assert_eq!(ssd.erase_count[b], 0, "retired block {} erased", b);
+        prop_assert_eq!(
+            ssd.blocks.erase_count(b as u32),
+            0,
+            "retired block {} erased",
+            b
+        );
     }
     for (lpn, &has) in shadow.iter().enumerate() {
         prop_assert_eq!(
-            ssd.l2p.get(lpn) != 0 && !ssd.is_pending(lpn as u64),
+            ssd.mapping.is_mapped(lpn as u64) && !ssd.release.is_pending(lpn as u64),
             has,
             "unit {} lost or resurrected",
             lpn
@@ -191,8 +196,8 @@ fn run(p: &Profile, ops: &[Step]) -> Result<(), TestCaseError> {
         c.free_blocks + (c.total_blocks - c.free_blocks),
         c.total_blocks
     );
-    let in_progress = ssd.gc_cur.iter().flatten().count() as u64;
-    if ssd.hy.is_none() {
+    let in_progress = ssd.gc.in_progress() as u64;
+    if !ssd.scheme.is_hybrid() {
         prop_assert_eq!(c.gc_victims, c.erases + in_progress);
     }
     prop_assert!(c.host_reduced_bytes <= c.host_written_bytes);
@@ -203,10 +208,10 @@ fn run(p: &Profile, ops: &[Step]) -> Result<(), TestCaseError> {
     let back = Ssd::load(p, &buf[..]).map_err(|e| TestCaseError::fail(e.to_string()))?;
     back.check_invariants().map_err(TestCaseError::fail)?;
     prop_assert_eq!(back.counters(), c);
-    prop_assert!(back.l2p == ssd.l2p && back.same_reverse_map(&ssd) && back.valid == ssd.valid);
-    prop_assert!(back.free == ssd.free && back.erase_count == ssd.erase_count);
-    prop_assert!(back.pending == ssd.pending && back.release_q == ssd.release_q);
-    prop_assert_eq!(back.release_credit, ssd.release_credit);
+    prop_assert!(back.mapping.same_as(&ssd.mapping));
+    prop_assert!(back.blocks.tables() == ssd.blocks.tables());
+    prop_assert!(back.blocks.erase_counts() == ssd.blocks.erase_counts());
+    prop_assert!(back.release.same_as(&ssd.release));
     Ok(())
 }
 
@@ -340,7 +345,7 @@ fn persistence_roundtrip_after_random_ops() {
     ssd.save(&mut buf).unwrap();
     let back = Ssd::load(&p, &buf[..]).unwrap();
     assert_eq!(back.counters(), ssd.counters());
-    assert_eq!(back.l2p, ssd.l2p);
+    assert!(back.mapping.same_as(&ssd.mapping));
     back.check_invariants().unwrap();
 }
 

@@ -10,7 +10,7 @@ impl Ssd {
     }
 
     fn mapped(&self, lpn: u64) -> bool {
-        self.l2p.get(lpn as usize) != 0 && !self.is_pending(lpn)
+        self.mapping.is_mapped(lpn) && !self.release.is_pending(lpn)
     }
 
     /// Of the mapping units lying entirely inside `offset..offset+len`:

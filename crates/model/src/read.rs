@@ -4,13 +4,14 @@
 //! in the earliest gap after its data is ready.
 
 use super::ssd::Ssd;
+use super::types::Count;
 
 impl Ssd {
     /// A host read of `len` bytes at `offset`, submitted at `t`: when its
     /// last byte has crossed the host link.
     pub(super) fn read(&mut self, t: u64, offset: u64, len: u64) -> u64 {
-        self.raw.host_read_cmds += 1;
-        self.raw.host_read_bytes += len;
+        self.raw.add(Count::HostReadCmds, 1);
+        self.raw.add(Count::HostReadBytes, len);
         if len == 0 {
             return t;
         }
@@ -25,7 +26,7 @@ impl Ssd {
             let lo = (lpn * ub).max(offset);
             let hi = ((lpn + n) * ub).min(offset + len);
             let dur = self.geo.link_ns(hi - lo);
-            done = done.max(self.link.reserve_anywhere(0, ready, dur) + dur);
+            done = done.max(self.timelines.link_transfer(ready, dur) + dur);
             lpn += n;
         }
         done
@@ -34,8 +35,8 @@ impl Ssd {
     /// Read the units from `lpn` on that share one physical dpage (at most up
     /// to `last`); returns when their data is at the controller, and how many.
     pub(super) fn read_group(&mut self, t: u64, lpn: u64, last: u64) -> (u64, u64) {
-        let e = self.l2p.get(lpn as usize);
-        if e == 0 || self.is_pending(lpn) {
+        let e = self.mapping.entry(lpn);
+        if e == 0 || self.release.is_pending(lpn) {
             // Unmapped (never written or trimmed): zeroes, no NAND access.
             return (t, 1);
         }
@@ -45,24 +46,28 @@ impl Ssd {
         let mut n = 1;
         let mut slots = 1u64 << ((ppn % upd) / self.geo.units_per_page as u64).min(63);
         while lpn + n <= last {
-            let e2 = self.l2p.get((lpn + n) as usize);
-            if e2 == 0 || (e2 - 1) / upd != dpage || self.is_pending(lpn + n) {
+            let e2 = self.mapping.entry(lpn + n);
+            if e2 == 0 || (e2 - 1) / upd != dpage || self.release.is_pending(lpn + n) {
                 break;
             }
             slots |= 1u64 << (((e2 - 1) % upd) / self.geo.units_per_page as u64).min(63);
             n += 1;
         }
-        if self.in_open_dpage(ppn) {
+        if self.blocks.in_open_dpage(&self.geo, ppn) {
             // Still in the write buffer / controller SRAM.
             return (t, n);
         }
         let block = self.geo.block_of_ppn(ppn);
         let die = self.geo.die_of_block(block) as usize;
-        self.raw.nand_pages_read += slots.count_ones() as u64;
+        self.raw
+            .add(Count::NandPagesRead, slots.count_ones() as u64);
         let bytes = n * self.geo.unit_bytes;
         if self.geo.plane_reads && slots.count_ones() == 1 {
             let plane = slots.trailing_zeros() as usize;
-            return (self.plane_read(die, plane, t, bytes), n);
+            return (
+                self.timelines.plane_read(&self.geo, die, plane, t, bytes),
+                n,
+            );
         }
         (self.nand_read(die, t, bytes), n)
     }
@@ -71,39 +76,6 @@ impl Ssd {
     /// returns when the data has crossed the channel.
     #[inline]
     pub(super) fn nand_read(&mut self, die: usize, t: u64, bytes: u64) -> u64 {
-        let (ch, lane) = self.geo.channel_of(die);
-        let rs = t.max(self.die_busy[die]);
-        let sensed = rs + self.geo.t_read;
-        let dur = self.geo.chan_ns(bytes);
-        let xe = self.chan[ch].reserve(lane, sensed, dur) + dur;
-        self.occupy_die(die, xe);
-        xe
-    }
-
-    /// A read of one plane's page (independent plane reads): it waits for
-    /// the die's programs and erases and for that plane's previous read,
-    /// not for reads on the other planes; the die counts as busy until it
-    /// ends for programs and erases.
-    fn plane_read(&mut self, die: usize, plane: usize, t: u64, bytes: u64) -> u64 {
-        let (ch, lane) = self.geo.channel_of(die);
-        let p = die * self.geo.planes as usize + plane;
-        let rs = t.max(self.die_pe_busy[die]).max(self.plane_busy[p]);
-        let sensed = rs + self.geo.t_read;
-        let dur = self.geo.chan_ns(bytes);
-        let xe = self.chan[ch].reserve_anywhere(lane, sensed, dur) + dur;
-        self.plane_busy[p] = xe;
-        self.die_busy[die] = self.die_busy[die].max(xe);
-        xe
-    }
-
-    /// The whole of `die` is taken until `until` (a program, an erase, a
-    /// whole-die read): everything after waits for it, plane reads too
-    /// (where planes read independently).
-    #[inline]
-    pub(super) fn occupy_die(&mut self, die: usize, until: u64) {
-        self.die_busy[die] = until;
-        if let Some(b) = self.die_pe_busy.get_mut(die) {
-            *b = until;
-        }
+        self.timelines.nand_read(&self.geo, die, t, bytes)
     }
 }

@@ -37,7 +37,7 @@ fn filled(p: &Profile) -> (Ssd, u64) {
 
 /// Die and plane holding the 4 KiB at `offset`.
 fn die_plane(ssd: &Ssd, offset: u64) -> (u32, u64) {
-    let e = ssd.l2p.get((offset / ssd.geo.unit_bytes) as usize);
+    let e = ssd.mapping.entry(offset / ssd.geo.unit_bytes);
     assert!(e > 0, "offset {offset} is mapped");
     let ppn = e - 1;
     let die = ssd.geo.die_of_block(ssd.geo.block_of_ppn(ppn));

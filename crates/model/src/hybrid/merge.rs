@@ -3,81 +3,88 @@
 //! its data block and logs into a new block, reserved as NAND reads and
 //! programs on the die and channel timelines.
 
-use super::super::ssd::{Broken, NONE, Ssd};
+use super::super::log_blocks::Hybrid;
+use super::super::ssd::Ssd;
+use super::super::types::{Broken, Count, NONE};
 
 impl Ssd {
-    /// Sequential log `li` of `lsb` holds every unit of `lsb` at its
+    /// Sequential log `li` of `logical_sb` holds every unit of `logical_sb` at its
     /// offset: it becomes the data block; the old one is erased.
-    pub(super) fn hy_switch(&mut self, li: u32, lsb: u32, t: u64) -> Result<(), Broken> {
-        let psb = self.hy().log(li)?.psb;
-        self.hy_drop_log(li)?;
-        self.hy_set_data(
-            lsb,
-            psb,
+    pub(super) fn switch_log(
+        &mut self,
+        hybrid: &mut Hybrid,
+        li: u32,
+        logical_sb: u32,
+        t: u64,
+    ) -> Result<(), Broken> {
+        let physical_sb = hybrid.drop_log(li)?.physical_sb();
+        self.set_data_block(
+            hybrid,
+            logical_sb,
+            physical_sb,
             t,
             "hybrid: switched-out data block still holds data",
         )
     }
 
-    /// Make `psb` the data block of `lsb` and erase the one it replaces,
+    /// Make `physical_sb` the data block of `logical_sb` and erase the one it replaces,
     /// which must hold no valid unit any more (`broken` says which
     /// reclamation left one behind).
-    fn hy_set_data(
+    fn set_data_block(
         &mut self,
-        lsb: u32,
-        psb: u32,
+        hybrid: &mut Hybrid,
+        logical_sb: u32,
+        physical_sb: u32,
         t: u64,
         broken: &'static str,
     ) -> Result<(), Broken> {
-        let old = self.hy().data[lsb as usize];
-        let h = self.hy_mut();
-        h.data[lsb as usize] = psb;
-        if old == NONE {
-            h.data_count += 1;
-        } else {
-            if self.hy_valid(old) != 0 {
+        let old = hybrid.set_data(logical_sb, physical_sb);
+        if old != NONE {
+            if self.sb_valid(old) != 0 {
                 return Err(Broken(broken));
             }
-            self.hy_erase(old, t, false);
+            self.erase_superblock(hybrid, old, t, false);
         }
         Ok(())
     }
 
-    /// Copy the units of `lsb` at offsets `from..` into superblock `dst`
+    /// Copy the units of `logical_sb` at offsets `from..` into superblock `dst`
     /// at their offsets (from wherever they are now).
     ///
     /// The hot loop of every merge: it walks the destination one dpage at
     /// a time with the die and page kept as counters, so moving a unit
     /// costs no division.
-    pub(super) fn hy_fill_from(
+    pub(super) fn merge_fill(
         &mut self,
-        lsb: u32,
+        hybrid: &mut Hybrid,
+        logical_sb: u32,
         dst: u32,
         from: u32,
         t: u64,
     ) -> Result<(), Broken> {
-        let s = self.hy().sb_units;
+        let s = hybrid.sb_units();
         let upd = self.geo.units_per_dpage;
         let upb = self.geo.units_per_block as u64;
         let bpd = self.geo.blocks_per_die;
         let dies = self.geo.dies;
         let logical = self.geo.logical_units;
-        let base = lsb as u64 * s as u64;
-        self.hy_warm(lsb, dst, from);
+        let base = logical_sb as u64 * s as u64;
+        self.merge_warm(hybrid, logical_sb, dst, from);
         // A full merge copies the reverse map of the data block, where each
         // unit sits at its offset as it will in `dst`, to `dst` wholesale
         // (entries of positions not live are stale in both, and ignored):
         // the copy loop then only repoints the units' forward entries and
         // live bits. `moved` is the data block when it did.
         let mut moved = NONE;
-        let old = self.hy().data[lsb as usize];
-        if from == 0 && old != NONE && old != dst && self.p2l.word_aligned(upb as usize) {
+        let old = hybrid.data_of(logical_sb);
+        if from == 0 && old != NONE && old != dst && self.mapping.reverse_word_aligned(upb as usize)
+        {
             let upb = upb as usize;
             for d in 0..dies {
                 let (bs, bd) = (d * bpd + old, d * bpd + dst);
-                debug_assert_eq!(self.valid[bd as usize], 0);
-                self.p2l
-                    .copy_aligned(bs as usize * upb, bd as usize * upb, upb);
+                debug_assert_eq!(self.blocks.valid(bd), 0);
+                self.mapping
+                    .copy_reverse_block(bs as usize * upb, bd as usize * upb, upb);
             }
             moved = old;
         }
@@ -106,7 +113,7 @@ impl Ssd {
                 if lpn >= logical {
                     break;
                 }
-                let e = self.l2p.get(lpn as usize);
+                let e = self.mapping.entry(lpn);
                 if e == 0 {
                     continue;
                 }
@@ -115,7 +122,7 @@ impl Ssd {
                 let src_block = self.geo.block_of_ppn(src);
                 if sdp != last_src {
                     if src_units > 0 {
-                        ready = ready.max(self.hy_read(src_die, t, src_units));
+                        ready = ready.max(self.merge_read(src_die, t, src_units));
                     }
                     last_src = sdp;
                     src_units = 0;
@@ -126,13 +133,11 @@ impl Ssd {
                 let dst_ppn = dst_dpage + (o - dstart) as u64;
                 if moved != NONE && src_block - src_die as u32 * bpd == moved {
                     // Its reverse entry was copied with the block's.
-                    self.valid[src_block as usize] -= 1;
-                    self.live.clear(src);
-                    self.l2p.set(lpn as usize, dst_ppn + 1);
-                    self.live.set(dst_ppn);
-                    self.valid[dst_block as usize] += 1;
+                    self.blocks.remove_valid(src_block);
+                    self.mapping.repoint(lpn, src, dst_ppn);
+                    self.blocks.add_valid(dst_block);
                 } else {
-                    self.hy_move(lpn, src, src_block, dst_ppn, dst_block);
+                    self.merge_move(lpn, src, src_block, dst_ppn, dst_block);
                 }
                 n += 1;
             }
@@ -142,15 +147,15 @@ impl Ssd {
                 if read_ns.0 != src_units {
                     read_ns = (src_units, self.geo.chan_ns(src_units * self.geo.unit_bytes));
                 }
-                self.hy_copy_within_die(dst_block, src_die, t, src_units, read_ns.1);
-                self.raw.merge_copies += n as u64;
+                self.merge_copy_within_die(dst_block, src_die, t, src_units, read_ns.1);
+                self.raw.add(Count::MergeCopies, n as u64);
             } else {
                 if src_units > 0 {
-                    ready = ready.max(self.hy_read(src_die, t, src_units));
+                    ready = ready.max(self.merge_read(src_die, t, src_units));
                 }
                 if n > 0 {
-                    self.hy_program_dpage(dst_block, die as usize, ready, 0);
-                    self.raw.merge_copies += n as u64;
+                    self.hybrid_program_dpage(dst_block, die as usize, ready, 0);
+                    self.raw.add(Count::MergeCopies, n as u64);
                 }
             }
             off = end;
@@ -164,83 +169,89 @@ impl Ssd {
         Ok(())
     }
 
-    /// Bring into the cache what copying `lsb`'s units from offset `from`
+    /// Bring into the cache what copying `logical_sb`'s units from offset `from`
     /// into `dst` will touch in the per-block tables, scattered over every
     /// die: the reverse map and valid counts of its data block (where most
     /// units come from) and of `dst`. The loads overlap, instead of one
     /// cache miss after another as the copy loop walks the dies.
-    fn hy_warm(&self, lsb: u32, dst: u32, from: u32) {
+    fn merge_warm(&self, hybrid: &Hybrid, logical_sb: u32, dst: u32, from: u32) {
         let g = &self.geo;
         let (page0, _) = g.split_dies(g.split_dpage(from).0);
         let upb = g.units_per_block as usize;
         let skip = page0 as usize * g.units_per_dpage as usize;
-        let src = self.hy().data[lsb as usize];
+        let src = hybrid.data_of(logical_sb);
         let mut acc = 0u64;
         for d in 0..g.dies {
-            for psb in [src, dst] {
-                if psb == NONE {
+            for physical_sb in [src, dst] {
+                if physical_sb == NONE {
                     continue;
                 }
-                let b = d * g.blocks_per_die + psb;
-                self.p2l.warm_range(b as usize * upb + skip, upb - skip);
-                acc ^= self.valid[b as usize] as u64;
+                let b = d * g.blocks_per_die + physical_sb;
+                self.mapping
+                    .warm_reverse(b as usize * upb + skip, upb - skip);
+                acc ^= self.blocks.valid(b) as u64;
             }
-            acc ^= self.last_write[(d * g.blocks_per_die + dst) as usize];
+            acc ^= self.blocks.last_write(d * g.blocks_per_die + dst);
         }
         std::hint::black_box(acc);
     }
 
     /// Read `units` units of one dpage on `die`; when they are at the controller.
-    pub(super) fn hy_read(&mut self, die: usize, t: u64, units: u64) -> u64 {
+    pub(super) fn merge_read(&mut self, die: usize, t: u64, units: u64) -> u64 {
         let pages = if units == 1 {
             1
         } else {
             units.div_ceil(self.geo.units_per_page as u64)
         };
-        self.raw.nand_pages_read += pages.min(self.geo.planes as u64);
+        self.raw
+            .add(Count::NandPagesRead, pages.min(self.geo.planes as u64));
         self.nand_read(die, t, units * self.geo.unit_bytes)
     }
 
     /// Move `lpn` from physical unit `src` (in block `src_block`) to `dst`
     /// (in block `dst_block`): a merge copy.
     #[inline]
-    pub(super) fn hy_move(&mut self, lpn: u64, src: u64, src_block: u32, dst: u64, dst_block: u32) {
-        self.live.clear(src);
-        self.valid[src_block as usize] -= 1;
-        self.l2p.set(lpn as usize, dst + 1);
-        self.set_live(dst, lpn);
-        self.valid[dst_block as usize] += 1;
+    pub(super) fn merge_move(
+        &mut self,
+        lpn: u64,
+        src: u64,
+        src_block: u32,
+        dst: u64,
+        dst_block: u32,
+    ) {
+        self.mapping.relocate(lpn, src, dst);
+        self.blocks.remove_valid(src_block);
+        self.blocks.add_valid(dst_block);
     }
 
     /// Program the dpage holding `ppn`, its data ready at `ready`; `host`
     /// units of it are host data (held in the write buffer until done).
-    pub(super) fn hy_program(&mut self, ppn: u64, ready: u64, host: u32) -> u64 {
+    pub(super) fn hybrid_program(&mut self, ppn: u64, ready: u64, host: u32) -> u64 {
         let block = self.geo.block_of_ppn(ppn);
         let die = self.geo.die_of_block(block) as usize;
-        self.hy_program_dpage(block, die, ready, host)
+        self.hybrid_program_dpage(block, die, ready, host)
     }
 
-    /// [`Ssd::hy_program`] of a dpage of `block`, on `die`.
-    pub(super) fn hy_program_dpage(
+    /// [`Ssd::hybrid_program`] of a dpage of `block`, on `die`.
+    pub(super) fn hybrid_program_dpage(
         &mut self,
         block: u32,
         die: usize,
         ready: u64,
         host: u32,
     ) -> u64 {
-        let (ch, lane) = self.geo.channel_of(die);
         let dur = self.geo.dpage_chan_ns;
-        let xe = self.chan[ch].reserve(lane, ready.max(self.die_busy[die]), dur) + dur;
-        self.hy_programmed(block, die, xe, host)
+        let xe = self.timelines.program_transfer(&self.geo, die, ready, dur);
+        self.hybrid_programmed(block, die, xe, host)
     }
 
     /// Merge copy of `units` units of one dpage on `die` into a dpage of
-    /// `block` on the same die: [`Ssd::hy_read`] at `t`, then
-    /// [`Ssd::hy_program_dpage`] as soon as the data is at the controller,
+    /// `block` on the same die: [`Ssd::merge_read`] at `t`, then
+    /// [`Ssd::hybrid_program_dpage`] as soon as the data is at the controller,
     /// with both channel transfers reserved in one step. `d_read` is the
     /// read's channel time.
     #[inline]
-    pub(super) fn hy_copy_within_die(
+    pub(super) fn merge_copy_within_die(
         &mut self,
         block: u32,
         die: usize,
@@ -253,47 +264,55 @@ impl Ssd {
         } else {
             units.div_ceil(self.geo.units_per_page as u64)
         };
-        self.raw.nand_pages_read += pages.min(self.geo.planes as u64);
-        let (ch, lane) = self.geo.channel_of(die);
-        let sensed = t.max(self.die_busy[die]) + self.geo.t_read;
+        self.raw
+            .add(Count::NandPagesRead, pages.min(self.geo.planes as u64));
+        let sensed = t.max(self.timelines.die_busy(die)) + self.geo.t_read;
         debug_assert_eq!(d_read, self.geo.chan_ns(units * self.geo.unit_bytes));
         let d_prog = self.geo.dpage_chan_ns;
         // The program starts when the read's data is at the controller
         // (the die is busy until then, and the read ends after t).
-        let (_, s_prog) = self.chan[ch].reserve_pair(lane, sensed, d_read, d_prog);
-        self.hy_programmed(block, die, s_prog + d_prog, 0)
+        let s_prog = self
+            .timelines
+            .copy_transfers(&self.geo, die, sensed, d_read, d_prog);
+        self.hybrid_programmed(block, die, s_prog + d_prog, 0)
     }
 
     /// The program of a dpage of `block` on `die` whose transfer ends at
     /// `xe`: the die programs it, and `host` units of it are host data.
     #[inline]
-    pub(super) fn hy_programmed(&mut self, block: u32, die: usize, xe: u64, host: u32) -> u64 {
+    pub(super) fn hybrid_programmed(&mut self, block: u32, die: usize, xe: u64, host: u32) -> u64 {
         let t_prog = if self.geo.prog_growth > 0.0 {
             self.wear_scaled(self.geo.t_prog, self.geo.prog_growth, block)
         } else {
             self.geo.t_prog
         };
         let done = xe + t_prog;
-        self.occupy_die(die, done);
-        self.raw.nand_pages_programmed += self.geo.planes as u64;
-        self.raw.nand_bytes_programmed += self.geo.dpage_bytes;
-        self.last_write[block as usize] = done;
+        self.timelines.occupy_die(die, done);
+        self.raw
+            .add(Count::NandPagesProgrammed, self.geo.planes as u64);
+        self.raw
+            .add(Count::NandBytesProgrammed, self.geo.dpage_bytes);
+        self.blocks.set_last_write(block, done);
         if host > 0 && self.geo.buffer_units > 0 {
-            self.buffer.push(std::cmp::Reverse((done, host)));
-            self.buffered_units += host as u64;
-            self.buffer_last_release = self.buffer_last_release.max(done);
+            self.buffer.hold(done, host);
         }
         done
     }
 
-    /// Full merge of `lsb`: every unit it has, wherever it is, programmed in
+    /// Full merge of `logical_sb`: every unit it has, wherever it is, programmed in
     /// order into a new superblock, which becomes its data block.
-    pub(super) fn hy_merge_full(&mut self, lsb: u32, t: u64) -> Result<(), Broken> {
-        let dst = self.hy_alloc(t)?;
-        self.hy_fill_from(lsb, dst, 0, t)?;
-        self.raw.merges_full += 1;
-        self.hy_set_data(
-            lsb,
+    pub(super) fn merge_full(
+        &mut self,
+        hybrid: &mut Hybrid,
+        logical_sb: u32,
+        t: u64,
+    ) -> Result<(), Broken> {
+        let dst = self.take_superblock(hybrid, t)?;
+        self.merge_fill(hybrid, logical_sb, dst, 0, t)?;
+        self.raw.add(Count::MergesFull, 1);
+        self.set_data_block(
+            hybrid,
+            logical_sb,
             dst,
             t,
             "hybrid: merged-out data block still holds data",

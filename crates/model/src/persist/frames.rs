@@ -4,8 +4,8 @@
 
 use std::io::{self, Read, Write};
 
+use super::super::blocks::WritePoint;
 use super::super::packed::PackedVec;
-use super::super::write_point::WritePoint;
 use super::{FRAME_MAX, PersistError, corrupt};
 
 fn frame_crc(index: u32, payload: &[u8]) -> u32 {
@@ -72,11 +72,11 @@ impl<W: Write> FrameWriter<W> {
     }
 
     pub(super) fn wp(&mut self, wp: &WritePoint) -> io::Result<()> {
-        self.u32(wp.block)?;
-        self.u32(wp.page)?;
-        self.u32(wp.slot)?;
-        self.u32(wp.cfill)?;
-        self.u32(wp.placed)
+        self.u32(wp.block())?;
+        self.u32(wp.page())?;
+        self.u32(wp.slot())?;
+        self.u32(wp.compressed_fill())?;
+        self.u32(wp.placed())
     }
 
     /// Write the last data frame and the end frame.
@@ -233,22 +233,21 @@ impl<R: Read> FrameReader<R> {
         Err(corrupt("bad variable-length integer"))
     }
 
-    /// A write point; format 2 had no `cfill` / `placed`.
+    /// A write point; format 2 had no `compressed_fill` / `placed`.
     pub(super) fn wp(&mut self, v2: bool) -> Result<WritePoint, PersistError> {
         let (block, page, slot) = (self.u32()?, self.u32()?, self.u32()?);
-        let (cfill, placed) = if v2 {
+        let (compressed_fill, placed) = if v2 {
             (0, 0)
         } else {
             (self.u32()?, self.u32()?)
         };
-        Ok(WritePoint {
+        Ok(WritePoint::saved(
             block,
             page,
             slot,
-            ready_ns: 0,
-            cfill,
+            compressed_fill,
             placed,
-        })
+        ))
     }
 
     /// The stream must end exactly here: the end frame, then end of file.

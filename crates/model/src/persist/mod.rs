@@ -39,9 +39,11 @@ use std::io::{self, Read, Write};
 use thiserror::Error;
 
 use self::frames::{FrameReader, FrameWriter, encode_runs, read_full};
+use super::blocks::SavedBlocks;
+use super::log_blocks::{Log, MappingScheme};
 use super::packed::PackedVec;
-use super::ssd::{BlockState, NONE, Raw, Ssd};
-use super::write_point::Stream;
+use super::ssd::Ssd;
+use super::types::{BlockState, COUNTS, NONE, Raw, Stream};
 use vssd_profile::Profile;
 
 mod frames;
@@ -98,64 +100,14 @@ fn geometry_text(p: &Profile) -> io::Result<String> {
 }
 
 /// Counters in the state file: format 2 had the first 16.
-const RAW_FIELDS: usize = 24;
+const RAW_FIELDS: usize = COUNTS;
 
 fn raw_fields(r: &Raw) -> [u64; RAW_FIELDS] {
-    [
-        r.host_read_bytes,
-        r.host_written_bytes,
-        r.host_trimmed_bytes,
-        r.host_read_cmds,
-        r.host_write_cmds,
-        r.host_trim_cmds,
-        r.host_flush_cmds,
-        r.nand_pages_read,
-        r.nand_pages_programmed,
-        r.nand_bytes_programmed,
-        r.erases,
-        r.gc_copies,
-        r.fg_gc_victims,
-        r.bg_gc_victims,
-        r.rmw_reads,
-        r.buffer_stall_ns,
-        r.host_reduced_bytes,
-        r.trim_dropped_units,
-        r.merges_switch,
-        r.merges_partial,
-        r.merges_full,
-        r.merge_copies,
-        r.slc_units_written,
-        r.slc_units_folded,
-    ]
+    *r.all()
 }
 
 fn raw_from(f: &[u64; RAW_FIELDS]) -> Raw {
-    Raw {
-        host_read_bytes: f[0],
-        host_written_bytes: f[1],
-        host_trimmed_bytes: f[2],
-        host_read_cmds: f[3],
-        host_write_cmds: f[4],
-        host_trim_cmds: f[5],
-        host_flush_cmds: f[6],
-        nand_pages_read: f[7],
-        nand_pages_programmed: f[8],
-        nand_bytes_programmed: f[9],
-        erases: f[10],
-        gc_copies: f[11],
-        fg_gc_victims: f[12],
-        bg_gc_victims: f[13],
-        rmw_reads: f[14],
-        buffer_stall_ns: f[15],
-        host_reduced_bytes: f[16],
-        trim_dropped_units: f[17],
-        merges_switch: f[18],
-        merges_partial: f[19],
-        merges_full: f[20],
-        merge_copies: f[21],
-        slc_units_written: f[22],
-        slc_units_folded: f[23],
-    }
+    Raw::from_all(*f)
 }
 
 /// The profile sections that shape the saved state besides the geometry
@@ -209,40 +161,41 @@ impl Ssd {
         f.u32(period.len() as u32)?;
         f.put(period.as_bytes())?;
         f.u64(self.seed)?;
-        f.u32(self.cursor)?;
+        f.u32(self.blocks.cursor())?;
         f.u32(RAW_FIELDS as u32)?;
         for v in raw_fields(&self.raw) {
             f.u64(v)?;
         }
-        let nblocks = self.valid.len();
+        let nblocks = self.blocks.count();
         f.u32(nblocks as u32)?;
-        for &e in &self.erase_count {
+        for &e in self.blocks.erase_counts() {
             f.u32(e)?;
         }
         // A victim being collected is saved as a full block: the collection
         // simply restarts after a load.
-        for &st in &self.state {
+        for &st in self.blocks.states() {
             f.u8(if st == BlockState::Victim as u8 {
                 BlockState::Full as u8
             } else {
                 st
             })?;
         }
-        for &t in &self.last_write {
+        for &t in self.blocks.last_writes() {
             f.u64(t)?;
         }
-        f.u32(self.free.len() as u32)?;
-        for d in 0..self.free.len() {
-            f.wp(self.wp(Stream::Host, d))?;
-            f.wp(self.wp(Stream::Gc, d))?;
-            f.u32(self.free[d].len() as u32)?;
-            for &b in &self.free[d] {
+        f.u32(self.geo.dies)?;
+        for d in 0..self.geo.dies as usize {
+            f.wp(self.blocks.wp(Stream::Host, d))?;
+            f.wp(self.blocks.wp(Stream::Gc, d))?;
+            let free = self.blocks.free_list(d);
+            f.u32(free.len() as u32)?;
+            for &b in free {
                 f.u32(b)?;
             }
         }
 
         // The mapping table, chunk by chunk.
-        let t = &self.l2p;
+        let t = self.mapping.forward();
         let width = t.width() as usize;
         let words = t.data_words();
         let mut runs = Vec::new();
@@ -272,46 +225,49 @@ impl Ssd {
 
     /// Format 3's tail: the period mechanisms' state.
     fn save_period<W: Write>(&self, f: &mut FrameWriter<W>) -> io::Result<()> {
-        if !self.slc_mode.is_empty() {
-            let flags: Vec<u8> = self.slc_mode.iter().map(|&m| m as u8).collect();
+        if self.slc.enabled() {
+            let flags: Vec<u8> = self.slc.flags().iter().map(|&m| m as u8).collect();
             f.put(&flags)?;
         }
-        if !self.bcap.is_empty() {
-            for &c in &self.bcap {
+        if self.reduction.enabled() {
+            let (slots, sizes) = self.reduction.tables();
+            for &c in slots {
                 f.u32(c)?;
             }
-            f.put(&self.csize)?;
+            f.put(sizes)?;
         }
         if self.geo.deferred_release {
-            for &w in self.pending.words() {
+            let (words, queue, credit) = self.release.saved();
+            for &w in words {
                 f.u64(w)?;
             }
-            f.u32(self.release_q.len() as u32)?;
-            for &(lo, hi) in &self.release_q {
+            f.u32(queue.len() as u32)?;
+            for &(lo, hi) in queue {
                 f.u64(lo)?;
                 f.u64(hi)?;
             }
-            f.u64(self.release_credit.to_bits())?;
+            f.u64(credit.to_bits())?;
         }
-        if let Some(h) = self.hy.as_deref() {
-            for &d in &h.data {
+        if let MappingScheme::Hybrid(hybrid) = &self.scheme {
+            let (data, dirty) = hybrid.saved_tables();
+            for &d in data {
                 f.u32(d)?;
             }
-            let dirty: Vec<u8> = h.dirty.iter().map(|&d| d as u8).collect();
+            let dirty: Vec<u8> = dirty.iter().map(|&d| d as u8).collect();
             f.put(&dirty)?;
-            f.u32(h.order.len() as u32)?;
-            for &li in &h.order {
-                let Some(Some(l)) = h.logs.get(li as usize) else {
+            f.u32(hybrid.log_count() as u32)?;
+            for li in hybrid.order() {
+                let Some(l) = hybrid.log_if_used(li) else {
                     return Err(io::Error::other(
                         "hybrid: reclaim order names an unused log",
                     ));
                 };
-                f.u32(l.psb)?;
-                f.u32(l.next)?;
-                f.u8(l.seq as u8)?;
-                f.u8((h.rand_log == li) as u8)?;
-                f.u32(l.lsbs.len() as u32)?;
-                for &x in &l.lsbs {
+                f.u32(l.physical_sb())?;
+                f.u32(l.next())?;
+                f.u8(l.seq() as u8)?;
+                f.u8((hybrid.random_log() == li) as u8)?;
+                f.u32(l.logical_sbs().len() as u32)?;
+                for &x in l.logical_sbs() {
                     f.u32(x)?;
                 }
             }
@@ -391,14 +347,16 @@ impl Ssd {
         for v in raw.iter_mut().take(nraw) {
             *v = f.u64()?;
         }
-        let nblocks = ssd.valid.len();
+        let nblocks = ssd.blocks.count();
         if f.u32()? as usize != nblocks {
             return Err(corrupt("block count does not match the geometry"));
         }
-        for e in &mut ssd.erase_count {
+        let mut erase_count = vec![0u32; nblocks];
+        for e in &mut erase_count {
             *e = f.u32()?;
         }
-        for s in &mut ssd.state {
+        let mut state = vec![0u8; nblocks];
+        for s in &mut state {
             *s = f.u8()?;
             let ok = match BlockState::from_u8(*s) {
                 Some(BlockState::Free | BlockState::Open | BlockState::Full) => true,
@@ -411,26 +369,29 @@ impl Ssd {
                 return Err(corrupt("unknown block state"));
             }
         }
-        for t in &mut ssd.last_write {
+        let mut last_write = vec![0u64; nblocks];
+        for t in &mut last_write {
             *t = f.u64()?;
         }
         if f.u32()? != g.dies {
             return Err(corrupt("die count does not match the geometry"));
         }
+        let mut write_points = Vec::with_capacity(g.dies as usize);
+        let mut free = Vec::with_capacity(g.dies as usize);
         for d in 0..g.dies as usize {
             let host = f.wp(v2)?;
             let gc = f.wp(v2)?;
             for wp in [host, gc] {
-                let inside = wp.block == NONE
-                    || ((wp.block as usize) < nblocks
-                        && g.die_of_block(wp.block) as usize == d
-                        && wp.page < g.pages_per_block
-                        && wp.slot < g.units_per_dpage);
+                let inside = wp.block() == NONE
+                    || ((wp.block() as usize) < nblocks
+                        && g.die_of_block(wp.block()) as usize == d
+                        && wp.page() < g.pages_per_block
+                        && wp.slot() < g.units_per_dpage);
                 if !inside {
                     return Err(corrupt("write point outside its die"));
                 }
             }
-            ssd.wps[d] = [host, gc];
+            write_points.push([host, gc]);
             let n = f.u32()?;
             if n > g.blocks_per_die {
                 return Err(corrupt("free list longer than a die"));
@@ -443,14 +404,22 @@ impl Ssd {
                 }
                 list.push_back(b);
             }
-            ssd.free[d] = list;
+            free.push(list);
         }
         if cursor >= g.dies {
             return Err(corrupt("write cursor outside the geometry"));
         }
-        ssd.cursor = cursor;
+        ssd.blocks.restore(SavedBlocks {
+            erase_count,
+            state,
+            last_write,
+            write_points,
+            free,
+            cursor,
+        });
         ssd.raw = raw_from(&raw);
-        let chunks = read_mapping(&mut f, &mut ssd.l2p, g.physical_units)?;
+        let mut forward = PackedVec::new(g.logical_units as usize, g.physical_units);
+        let chunks = read_mapping(&mut f, &mut forward, g.physical_units)?;
         if !v2 {
             ssd.load_period(&mut f)?;
         }
@@ -460,33 +429,13 @@ impl Ssd {
         // mapping table (only chunks with mapped units need a look); two
         // units at one physical place is damage. This makes the mapping
         // consistent by construction: what is left to check is the rest.
-        let mut mapped = 0u64;
-        for c in chunks {
-            let lo = c * CHUNK;
-            for lpn in lo..(lo + CHUNK).min(ssd.l2p.len()) {
-                let e = ssd.l2p.get(lpn);
-                if e == 0 {
-                    continue;
-                }
-                let ppn = e - 1;
-                if ppn >= g.physical_units {
-                    return Err(corrupt(format!("unit {lpn} maps outside the NAND")));
-                }
-                if ssd.live.get(ppn) {
-                    return Err(corrupt(format!("two units map to physical unit {ppn}")));
-                }
-                ssd.set_live(ppn, lpn as u64);
-                ssd.valid[g.block_of_ppn(ppn) as usize] += 1;
-                mapped += 1;
-            }
-        }
-        ssd.mapped_units = mapped;
-        ssd.rebuild_buckets();
-        // Block ages are relative to the old run's clock; restart them at 0.
-        let base = ssd.last_write.iter().copied().max().unwrap_or(0);
-        for t in &mut ssd.last_write {
-            *t = t.saturating_sub(base);
-        }
+        let blocks = &mut ssd.blocks;
+        ssd.mapping
+            .restore(forward, &chunks, CHUNK, |ppn| {
+                blocks.add_valid(g.block_of_ppn(ppn))
+            })
+            .map_err(corrupt)?;
+        ssd.blocks.rebuild_buckets(&g);
         ssd.check_shapes()
             .and_then(|()| ssd.check_blocks())
             .and_then(|()| ssd.check_period())
@@ -499,94 +448,90 @@ impl Ssd {
     /// Format 3's tail (see [`Ssd::save_period`]); checked afterwards by
     /// the invariants.
     fn load_period<R: Read>(&mut self, f: &mut FrameReader<R>) -> Result<(), PersistError> {
-        let nblocks = self.valid.len();
-        if !self.slc_mode.is_empty() {
+        let nblocks = self.blocks.count();
+        if self.slc.enabled() {
             let mut flags = vec![0u8; nblocks];
             f.take(&mut flags)?;
             if flags.iter().any(|&x| x > 1) {
                 return Err(corrupt("bad SLC flag"));
             }
-            self.slc_mode = flags.iter().map(|&x| x == 1).collect();
-            self.slc_blocks = self.slc_mode.iter().filter(|&&m| m).count() as u64;
+            self.slc.restore(flags.iter().map(|&x| x == 1).collect());
         }
-        if !self.bcap.is_empty() {
-            for c in &mut self.bcap {
+        if self.reduction.enabled() {
+            let mut slots = vec![0u32; nblocks];
+            for c in &mut slots {
                 *c = f.u32()?;
                 if *c > self.geo.units_per_block {
                     return Err(corrupt("block slot count beyond the block"));
                 }
             }
-            f.take(&mut self.csize)?;
+            let mut sizes = vec![0u8; self.geo.logical_units as usize];
+            f.take(&mut sizes)?;
+            self.reduction
+                .restore(slots, sizes, self.geo.units_per_block)
+                .map_err(corrupt)?;
         }
         if self.geo.deferred_release {
-            for w in self.pending.words_mut() {
+            let mut words = vec![0u64; self.release.saved().0.len()];
+            for w in &mut words {
                 *w = f.u64()?;
             }
-            self.pending_units = self.pending.count_ones();
             let n = f.u32()? as u64;
             if n > self.geo.logical_units {
                 return Err(corrupt("more release ranges than units"));
             }
+            let mut queue = VecDeque::new();
             for _ in 0..n {
                 let lo = f.u64()?;
                 let hi = f.u64()?;
-                self.release_q.push_back((lo, hi));
+                queue.push_back((lo, hi));
             }
-            self.release_credit = f64::from_bits(f.u64()?);
+            let credit = f64::from_bits(f.u64()?);
+            self.release
+                .restore(&words, queue, credit)
+                .map_err(corrupt)?;
         }
-        if self.hy.is_some() {
+        if let MappingScheme::Hybrid(hybrid) = &mut self.scheme {
             let bpd = self.geo.blocks_per_die;
-            let h = self
-                .hy
-                .as_deref_mut()
-                .ok_or_else(|| corrupt("hybrid state"))?;
-            for d in &mut h.data {
+            let mut data = vec![0u32; hybrid.logical_sbs() as usize];
+            for d in &mut data {
                 *d = f.u32()?;
                 if *d != NONE && *d >= bpd {
                     return Err(corrupt("data superblock outside the die"));
                 }
             }
-            h.data_count = h.data.iter().filter(|&&d| d != NONE).count() as u32;
             let mut dirty = vec![0u8; bpd as usize];
             f.take(&mut dirty)?;
             if dirty.iter().any(|&x| x > 1) {
                 return Err(corrupt("bad dirty flag"));
             }
-            h.dirty = dirty.iter().map(|&x| x == 1).collect();
-            h.dirty_count = h.dirty.iter().filter(|&&x| x).count() as u32;
+            hybrid.restore_tables(data, dirty.iter().map(|&x| x == 1).collect());
             let n = f.u32()?;
             if n > bpd {
                 return Err(corrupt("more log blocks than superblocks"));
             }
-            for li in 0..n {
-                let psb = f.u32()?;
+            let s = hybrid.sb_units();
+            for _ in 0..n {
+                let physical_sb = f.u32()?;
                 let next = f.u32()?;
                 let seq = f.u8()?;
                 let rand = f.u8()?;
                 let k = f.u32()?;
-                if psb >= bpd || next > h.sb_units || seq > 1 || rand > 1 || k > h.sb_units.max(1) {
+                if physical_sb >= bpd || next > s || seq > 1 || rand > 1 || k > s.max(1) {
                     return Err(corrupt("bad log block"));
                 }
-                let mut lsbs = Vec::with_capacity(k as usize);
+                let mut logical_sbs = Vec::with_capacity(k as usize);
                 for _ in 0..k {
                     let x = f.u32()?;
-                    if x >= h.lsbs {
+                    if x >= hybrid.logical_sbs() {
                         return Err(corrupt("log block names a logical block beyond the drive"));
                     }
-                    lsbs.push(x);
-                    h.log_of[x as usize] = li;
+                    logical_sbs.push(x);
                 }
-                h.logs.push(Some(super::hybrid::Log {
-                    psb,
-                    next,
-                    seq: seq == 1,
-                    lsbs,
-                    ready: 0,
-                }));
-                h.order.push_back(li);
-                if rand == 1 {
-                    h.rand_log = li;
-                }
+                hybrid.restore_log(
+                    Log::restored(physical_sb, next, seq == 1, logical_sbs),
+                    rand == 1,
+                );
             }
         }
         Ok(())

@@ -21,16 +21,20 @@ fn saved(ssd: &Ssd) -> Vec<u8> {
 /// The model state a save keeps (timelines are not saved).
 fn same_ftl(a: &Ssd, b: &Ssd) {
     assert_eq!(a.counters(), b.counters());
-    assert_eq!(a.l2p, b.l2p);
-    assert!(a.same_reverse_map(b));
-    assert_eq!(a.valid, b.valid);
-    assert_eq!(a.erase_count, b.erase_count);
-    assert_eq!(a.free, b.free);
-    assert_eq!(a.wps.len(), b.wps.len());
-    for (x, y) in a.wps.iter().flatten().zip(b.wps.iter().flatten()) {
-        assert_eq!((x.block, x.page, x.slot), (y.block, y.page, y.slot));
+    assert!(a.mapping.same_as(&b.mapping));
+    assert_eq!(a.blocks.tables(), b.blocks.tables());
+    assert_eq!(a.blocks.erase_counts(), b.blocks.erase_counts());
+    assert_eq!(
+        a.blocks.write_points().count(),
+        b.blocks.write_points().count()
+    );
+    for (x, y) in a.blocks.write_points().zip(b.blocks.write_points()) {
+        assert_eq!(
+            (x.block(), x.page(), x.slot()),
+            (y.block(), y.page(), y.slot())
+        );
     }
-    assert_eq!(a.cursor, b.cursor);
+    assert_eq!(a.blocks.cursor(), b.blocks.cursor());
     assert_eq!(a.seed, b.seed);
 }
 
@@ -73,8 +77,8 @@ fn fresh_and_sequential_states_are_small() {
     let fresh = saved(&ssd).len();
     ssd.precondition(0, &Precondition::FillSequential { bs: 1 << 20 }, 1);
     let full = saved(&ssd).len();
-    let table = ssd.l2p.data_words().len() * 8;
-    assert!(fresh < 2 * ssd.valid.len() * 13 + 4096, "{fresh}");
+    let table = ssd.mapping.forward().data_words().len() * 8;
+    assert!(fresh < 2 * ssd.blocks.count() * 13 + 4096, "{fresh}");
     // Runs are one dpage long (host dpages stripe over the dies).
     assert!(full < table * 2 / 3, "{full} vs table {table}");
     let back = Ssd::load(&p, &saved(&ssd)[..]).unwrap();
