@@ -398,8 +398,8 @@ pub fn text(r: &Report) -> String {
         }
         let _ = writeln!(
             o,
-            "  {:<44} {:<12} {:<17} {:>10} {:>10} {:>8}  {}",
-            "figure", "state", "metric", "published", "simulated", "error", "held out"
+            "  {:<44} {:<12} {:<17} {:>10} {:>10} {:>8}  held out",
+            "figure", "state", "metric", "published", "simulated", "error"
         );
         for j in &p.figures {
             let _ = writeln!(
