@@ -20,7 +20,7 @@ use plotters::prelude::*;
 mod draw;
 mod validation;
 
-pub use validation::validation;
+pub use validation::{ScatterPoint, validation};
 
 use draw::*;
 

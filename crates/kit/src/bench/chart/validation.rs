@@ -1,63 +1,57 @@
 //! `vssd validate`'s chart: each figure of a preset as a point, published
 //! against simulated on log axes (figures of any unit side by side), with
 //! the diagonal and the ±25 % band. Filled points are held out, hollow ones
-//! are training figures; the colour is the drive's state.
+//! are training figures; the colour is the group (the drive's state).
 
 use plotters::prelude::*;
 
 use super::draw::{LEGEND_ROW, draw_header, text_style, to_svg, truncate};
 use super::{GRID, HEADER_H, INK, MUTED, PLOT_LEFT, colour};
-use crate::validate::PresetResult;
-use crate::validate::corpus::State;
 
-const STATES: [State; 6] = [
-    State::Fresh,
-    State::PartiallyUsed,
-    State::Used,
-    State::AfterTrim,
-    State::SteadyState,
-    State::AfterIdle,
-];
+/// One figure: published (x) against simulated (y), in its group (the
+/// drive's state: one colour each), filled when held out.
+#[derive(Debug, Clone, Copy)]
+pub struct ScatterPoint<'a> {
+    /// Published value.
+    pub x: f64,
+    /// Simulated value.
+    pub y: f64,
+    /// Group name (the legend's entry).
+    pub group: &'a str,
+    /// Drawn filled (held out) or hollow (training).
+    pub filled: bool,
+}
 
-/// The chart of one preset's figures (`None` when it has none simulated).
-pub fn validation(p: &PresetResult) -> Option<String> {
-    let pts: Vec<(f64, f64, State, bool)> = p
-        .figures
+/// The chart of one preset's figures: `groups` in legend order (`None`
+/// when no point is drawable).
+pub fn validation(
+    title: &str,
+    subtitle: &str,
+    groups: &[&str],
+    points: &[ScatterPoint<'_>],
+) -> Option<String> {
+    let pts: Vec<&ScatterPoint<'_>> = points
         .iter()
-        .filter_map(|j| {
-            let s = j.simulated?;
-            (s > 0.0 && j.published > 0.0).then_some((j.published, s, j.state, j.held_out))
-        })
+        .filter(|p| p.x > 0.0 && p.y > 0.0 && p.x.is_finite() && p.y.is_finite())
         .collect();
     if pts.is_empty() {
         return None;
     }
     let lo = pts
         .iter()
-        .flat_map(|p| [p.0, p.1])
+        .flat_map(|p| [p.x, p.y])
         .fold(f64::INFINITY, f64::min)
         / 2.0;
-    let hi = pts.iter().flat_map(|p| [p.0, p.1]).fold(0.0, f64::max) * 2.0;
-    let held = p.held_out.figures;
-    let subtitle = format!(
-        "{} figures ({held} held out): median |error| {}, within ±25 %: {}",
-        pts.len(),
-        p.held_out
-            .median_abs_error
-            .map_or_else(|| "—".into(), |e| format!("{:.0} %", e * 100.0)),
-        p.held_out
-            .within_25pct
-            .map_or_else(|| "—".into(), |e| format!("{:.0} %", e * 100.0)),
-    );
-    let title = truncate(&format!("{}: simulated vs published", p.preset), 70);
+    let hi = pts.iter().flat_map(|p| [p.x, p.y]).fold(0.0, f64::max) * 2.0;
+    let title = truncate(title, 70);
+    let shown: Vec<&str> = groups
+        .iter()
+        .copied()
+        .filter(|g| pts.iter().any(|p| p.group == *g))
+        .collect();
     to_svg(|root| {
         let (header, body) = root.split_vertically(HEADER_H);
-        draw_header(&header, &title, &subtitle)?;
-        let states: Vec<State> = STATES
-            .iter()
-            .copied()
-            .filter(|s| pts.iter().any(|p| p.2 == *s))
-            .collect();
+        draw_header(&header, &title, subtitle)?;
         let legend_h = (LEGEND_ROW + 8) as u32;
         let h = body.dim_in_pixel().1;
         let (plot, legend) = body.split_vertically(h.saturating_sub(legend_h));
@@ -97,24 +91,24 @@ pub fn validation(p: &PresetResult) -> Option<String> {
             ))?;
         }
         chart.draw_series(LineSeries::new([(lo, lo), (hi, hi)], &INK))?;
-        for (i, s) in STATES.iter().enumerate() {
+        for (i, g) in groups.iter().enumerate() {
             let c = colour(i);
-            for &(x, y, _, held_out) in pts.iter().filter(|p| p.2 == *s) {
-                let style = if held_out {
+            for p in pts.iter().filter(|p| p.group == *g) {
+                let style = if p.filled {
                     c.filled()
                 } else {
                     c.stroke_width(2)
                 };
-                chart.draw_series(std::iter::once(Circle::new((x, y), 5, style)))?;
+                chart.draw_series(std::iter::once(Circle::new((p.x, p.y), 5, style)))?;
             }
         }
         // Legend: one entry per state present, then the marker meanings.
         let mut x = 16;
-        for s in &states {
-            let i = STATES.iter().position(|t| t == s).unwrap_or(0);
+        for g in &shown {
+            let i = groups.iter().position(|t| t == g).unwrap_or(0);
             legend.draw(&Circle::new((x + 5, 12), 5, colour(i).filled()))?;
-            legend.draw(&Text::new(s.name(), (x + 16, 3), text_style(17, &INK)))?;
-            x += 30 + 9 * s.name().len() as i32;
+            legend.draw(&Text::new(*g, (x + 16, 3), text_style(17, &INK)))?;
+            x += 30 + 9 * g.len() as i32;
         }
         legend.draw(&Text::new(
             "filled: held out, hollow: training; dashed: ±25 %",
