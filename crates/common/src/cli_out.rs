@@ -17,17 +17,17 @@
 //!
 //! ```no_run
 //! use std::io::Write;
-//! fn list() -> Result<(), crate::cli_out::StdoutError> {
-//!     let mut out = crate::cli_out::stdout();
+//! fn list() -> Result<(), vssd_common::cli_out::StdoutError> {
+//!     let mut out = vssd_common::cli_out::stdout();
 //!     for name in ["a", "b"] {
 //!         writeln!(out, "{name}")?;
 //!     }
 //!     out.flush()?;
 //!     Ok(())
 //! }
-//! std::process::exit(match crate::cli_out::finish(list().map_err(Into::into)) {
-//!     crate::cli_out::Exit::Success => 0,
-//!     crate::cli_out::Exit::Failure => 1,
+//! std::process::exit(match vssd_common::cli_out::finish(list().map_err(Into::into)) {
+//!     vssd_common::cli_out::Exit::Success => 0,
+//!     vssd_common::cli_out::Exit::Failure => 1,
 //! });
 //! ```
 

@@ -9,9 +9,9 @@
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use crate::guest::{Disk, Guest};
+//! use vssd_kit::guest::{Disk, Guest};
 //!
-//! # fn main() -> Result<(), crate::guest::GuestError> {
+//! # fn main() -> Result<(), vssd_kit::guest::GuestError> {
 //! let run = Guest::new()
 //!     .disk(Disk::VhostUserBlk { socket: "/tmp/vssd.sock".into(), num_queues: 2 })
 //!     .run_script("cat /sys/block/vda/size; exit 3", Duration::from_secs(120))?;
