@@ -12,7 +12,7 @@
 
 use std::cell::Cell;
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
@@ -58,6 +58,29 @@ struct Inner {
     draining: AtomicBool,
     timing: Timing,
     slow: SlowOps<(usize, Job)>,
+    /// The worker threads' exit-event consumers: vhost-user-backend 0.24
+    /// turns each into a raw fd registered in its epoll set and never
+    /// closes it, so they are closed here once every worker is gone.
+    exit_fds: Mutex<Vec<RawFd>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // The last backend clone is gone, so the workers (which hold
+        // clones) have exited and their epoll sets are closed.
+        for fd in self
+            .exit_fds
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
+            // SAFETY: `fd` is an exit-event consumer this backend created
+            // and handed to vhost-user-backend, which converted it into a
+            // raw fd it never closes (0.24's `VringEpollHandler::new`);
+            // nothing else owns it, and no thread uses it any more.
+            drop(unsafe { OwnedFd::from_raw_fd(fd) });
+        }
+    }
 }
 
 /// The vhost-user-blk backend of one connection (clones share state).
@@ -154,6 +177,7 @@ impl BlkBackend {
                 draining: AtomicBool::new(false),
                 timing,
                 slow: SlowOps::default(),
+                exit_fds: Mutex::new(Vec::new()),
             }),
         })
     }
@@ -452,7 +476,10 @@ impl VhostUserBackend for BlkBackend {
     }
 
     fn exit_event(&self, _thread_index: usize) -> Option<(EventConsumer, EventNotifier)> {
-        new_event_consumer_and_notifier(EventFlag::NONBLOCK | EventFlag::CLOEXEC).ok()
+        let pair =
+            new_event_consumer_and_notifier(EventFlag::NONBLOCK | EventFlag::CLOEXEC).ok()?;
+        lock(&self.inner.exit_fds).push(pair.0.as_raw_fd());
+        Some(pair)
     }
 
     fn stop_vring(&self, queue_index: u32) -> io::Result<()> {
