@@ -759,3 +759,174 @@ fn metrics_endpoint_serves_the_ctl_stats_numbers() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// utime + stime of process `pid`, seconds.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the command name (which may hold spaces) start at ") ".
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of stat(5), 12 and 13 here.
+    let ticks: u64 = f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    ticks as f64 / hz
+}
+
+/// Open file descriptors of process `pid`.
+fn fd_count(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count()
+}
+
+/// Hardening: a frontend (or a guest kernel writing its own ring) that
+/// publishes an available index more than a queue size ahead, with
+/// EVENT_IDX, must not make the queue thread spin: the queue is marked
+/// broken and logged once, the thread returns to its event loop, the
+/// frontend's disconnect is seen, the next frontend is served and SIGTERM
+/// still stops the daemon.
+#[test]
+fn avail_index_beyond_the_queue_size_does_not_spin() {
+    let dir = scratch_dir();
+    let mut serve = Serve::start(
+        dir.path(),
+        &["--profile", "instant", "--capacity", "64M", "--memory"],
+    );
+    let pid = serve.pid();
+    let mut d = BlkDriver::connect(&serve.socket, &DriverOptions::default()).unwrap();
+    assert!(d.queue(0).ring.event_idx(), "EVENT_IDX negotiated");
+    // One good request first, so the queue thread is known to be running.
+    let s = Scratch::new(&mut d, 4096).unwrap();
+    assert_eq!(
+        blk::run(&mut d, 0, &s, &BlkOp::Flush, T).unwrap().status,
+        OK
+    );
+    let (_, avail, _) = d.queue(0).ring.addrs();
+    let mut idx = [0u8; 2];
+    d.read_mem(avail + 2, &mut idx).unwrap();
+    let last = u16::from_le_bytes(idx);
+    let size = d.queue(0).ring.size();
+    std::thread::sleep(Duration::from_millis(100));
+    let log_before = serve.log_text().lines().count();
+    let cpu_before = cpu_seconds(pid);
+    d.publish_raw_avail_idx(0, last.wrapping_add(size).wrapping_add(1))
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let cpu = cpu_seconds(pid) - cpu_before;
+    let log = serve.log_text();
+    let grown = log.lines().count() - log_before;
+    assert!(
+        cpu < 0.5,
+        "{cpu:.2} s of CPU in 2 s after a bogus avail index"
+    );
+    assert!(
+        grown <= 5,
+        "the log grew by {grown} lines:\n{}",
+        &log[log.len().saturating_sub(2000)..]
+    );
+    assert!(
+        log.contains("available"),
+        "the broken ring is logged:\n{log}"
+    );
+    drop(d);
+    // The disconnect is seen: a second frontend connects and does I/O.
+    let mut d = BlkDriver::connect(&serve.socket, &DriverOptions::default())
+        .expect("the next frontend connects");
+    let s = Scratch::new(&mut d, 4096).unwrap();
+    let data = pattern(4096, 5);
+    let w = BlkOp::Write {
+        sector: 16,
+        data: data.clone(),
+    };
+    assert_eq!(blk::run(&mut d, 0, &s, &w, T).unwrap().status, OK);
+    let r = blk::run(
+        &mut d,
+        0,
+        &s,
+        &BlkOp::Read {
+            sector: 16,
+            len: 4096,
+        },
+        T,
+    )
+    .unwrap();
+    assert!(r.status == OK && r.data == data);
+    // Broken again on this connection, then SIGTERM: the daemon stops soon.
+    let (_, avail, _) = d.queue(0).ring.addrs();
+    d.read_mem(avail + 2, &mut idx).unwrap();
+    let last = u16::from_le_bytes(idx);
+    d.publish_raw_avail_idx(0, last.wrapping_add(size).wrapping_add(1))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let t = std::time::Instant::now();
+    let (code, log) = serve.stop();
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "SIGTERM took {:?}",
+        t.elapsed()
+    );
+    assert_eq!(code, 0, "{log}");
+    drop(d);
+}
+
+/// Every vhost-user connect-and-close must give back all its file
+/// descriptors: 300 reconnects leave the daemon's fd count where it was.
+#[test]
+fn reconnects_do_not_leak_file_descriptors() {
+    let dir = scratch_dir();
+    let serve = Serve::start(
+        dir.path(),
+        &[
+            "--profile",
+            "instant",
+            "--capacity",
+            "64M",
+            "--memory",
+            "--queues",
+            "2",
+        ],
+    );
+    let pid = serve.pid();
+    let opts = DriverOptions {
+        queues: 2,
+        mem_bytes: 4 << 20,
+        ..DriverOptions::default()
+    };
+    let cycle = || {
+        let d = BlkDriver::connect(&serve.socket, &opts).expect("connect");
+        drop(d);
+    };
+    // Settle: the first connection may open things that stay (lazily
+    // started helper threads).
+    for _ in 0..3 {
+        cycle();
+    }
+    // The daemon notices each close asynchronously: wait until it is idle.
+    let settle = || {
+        let mut last = fd_count(pid);
+        loop {
+            std::thread::sleep(Duration::from_millis(200));
+            let now = fd_count(pid);
+            if now == last {
+                return now;
+            }
+            last = now;
+        }
+    };
+    let before = settle();
+    let t = std::time::Instant::now();
+    for _ in 0..300 {
+        cycle();
+    }
+    let after = settle();
+    eprintln!(
+        "300 reconnects in {:?}: fds {before} -> {after}",
+        t.elapsed()
+    );
+    assert!(
+        after <= before + 3,
+        "fd count grew from {before} to {after} over 300 reconnects"
+    );
+    serve.stop_ok();
+}

@@ -108,6 +108,27 @@ impl Vq {
         Ok(())
     }
 
+    /// Store `idx` as the available ring's index and kick the backend,
+    /// whatever the ring holds: a broken or hostile driver (robustness
+    /// tests). The ring's own bookkeeping is left as it was.
+    pub fn publish_raw_avail_idx(
+        &mut self,
+        mem: &GuestMemoryMmap,
+        idx: u16,
+    ) -> Result<(), DriverError> {
+        let (_, avail, _) = self.ring.addrs();
+        mem.store(
+            idx,
+            GuestAddress(avail + 2),
+            std::sync::atomic::Ordering::Release,
+        )
+        .map_err(|e| DriverError::Memory(e.to_string()))?;
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        self.kick.write(1).map_err(io("kick"))?;
+        self.kicks += 1;
+        Ok(())
+    }
+
     /// Wait until the backend signals the call eventfd or `timeout`
     /// passes (then `Ok(false)`); the signal is consumed.
     pub fn wait_call(&mut self, timeout: Duration) -> Result<bool, DriverError> {
@@ -375,6 +396,12 @@ impl BlkDriver {
     /// Add a chain to queue `q` (not yet visible; see [`Self::kick`]).
     pub fn add(&mut self, q: usize, bufs: &[Buf]) -> Result<u16, DriverError> {
         Ok(self.queues[q].ring.add(&self.mem, bufs)?)
+    }
+
+    /// Store `idx` as queue `q`'s available index and kick, whatever the
+    /// ring holds ([`Vq::publish_raw_avail_idx`]).
+    pub fn publish_raw_avail_idx(&mut self, q: usize, idx: u16) -> Result<(), DriverError> {
+        self.queues[q].publish_raw_avail_idx(&self.mem, idx)
     }
 
     /// Publish what was added to queue `q`, kicking the backend if it wants.

@@ -12,7 +12,7 @@
 
 use std::cell::Cell;
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
@@ -58,6 +58,33 @@ struct Inner {
     draining: AtomicBool,
     timing: Timing,
     slow: SlowOps<(usize, Job)>,
+    /// Per queue: the driver published an available index the ring cannot
+    /// hold (or an entry that cannot be read). The queue is not processed
+    /// until the frontend stops it (GET_VRING_BASE) or resets the device.
+    broken: Vec<AtomicBool>,
+    /// The worker threads' exit-event consumers: vhost-user-backend 0.24
+    /// turns each into a raw fd registered in its epoll set and never
+    /// closes it, so they are closed here once every worker is gone.
+    exit_fds: Mutex<Vec<RawFd>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // The last backend clone is gone, so the workers (which hold
+        // clones) have exited and their epoll sets are closed.
+        for fd in self
+            .exit_fds
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
+            // SAFETY: `fd` is an exit-event consumer this backend created
+            // and handed to vhost-user-backend, which converted it into a
+            // raw fd it never closes (0.24's `VringEpollHandler::new`);
+            // nothing else owns it, and no thread uses it any more.
+            drop(unsafe { OwnedFd::from_raw_fd(fd) });
+        }
+    }
 }
 
 /// The vhost-user-blk backend of one connection (clones share state).
@@ -154,6 +181,8 @@ impl BlkBackend {
                 draining: AtomicBool::new(false),
                 timing,
                 slow: SlowOps::default(),
+                broken: (0..num_queues).map(|_| AtomicBool::new(false)).collect(),
+                exit_fds: Mutex::new(Vec::new()),
             }),
         })
     }
@@ -244,6 +273,9 @@ impl BlkBackend {
     /// fell due meanwhile are delivered and signalled at once; what the
     /// batch completed inline is signalled once at its end.
     fn process_queue(&self, qi: usize, vring: &VringRwLock) {
+        if self.is_broken(qi) {
+            return;
+        }
         let Some(atomic) = self.mem() else { return };
         let event_idx = self.inner.event_idx.load(Ordering::Relaxed);
         let dev = &self.inner.device;
@@ -262,8 +294,14 @@ impl BlkBackend {
             loop {
                 // Bound the guard to this statement (holding it while
                 // completing would deadlock on the vring lock).
-                let chain = vring.get_mut().get_queue_mut().pop_descriptor_chain(mem);
-                let Some(chain) = chain else { break };
+                let chain = match pop(vring, mem) {
+                    Popped::Chain(c) => c,
+                    Popped::Empty => break,
+                    Popped::Broken(why) => {
+                        self.mark_broken(qi, &why);
+                        break;
+                    }
+                };
                 let head = chain.head_index();
                 descs.clear();
                 descs.extend(chain.take(MAX_DESCS + 1).map(|d| Desc {
@@ -301,7 +339,9 @@ impl BlkBackend {
                     used = false;
                 }
             }
-            if !event_idx {
+            // A broken ring keeps looking non-empty to enable_notification:
+            // stop here, or the loop would never end.
+            if !event_idx || self.is_broken(qi) {
                 break;
             }
             match vring.enable_notification() {
@@ -319,8 +359,31 @@ impl BlkBackend {
         }
     }
 
+    fn is_broken(&self, qi: usize) -> bool {
+        self.inner
+            .broken
+            .get(qi)
+            .is_some_and(|b| b.load(Ordering::Relaxed))
+    }
+
+    /// Stop processing queue `qi` until the frontend stops or resets it;
+    /// logged once per breakage.
+    fn mark_broken(&self, qi: usize, why: &str) {
+        if let Some(b) = self.inner.broken.get(qi)
+            && !b.swap(true, Ordering::Relaxed)
+        {
+            warn!(
+                "queue {qi}: {why}; the driver's ring is broken, the queue is not served \
+                 until the frontend resets it"
+            );
+        }
+    }
+
     /// Whether the driver has made requests available that are not popped yet.
-    fn ring_has_work(&self, vring: &VringRwLock) -> bool {
+    fn ring_has_work(&self, qi: usize, vring: &VringRwLock) -> bool {
+        if self.is_broken(qi) {
+            return false;
+        }
         let Some(atomic) = self.mem() else {
             return false;
         };
@@ -352,13 +415,55 @@ impl BlkBackend {
             if due - now > spin || now.saturating_sub(start) > SPIN_SESSION_NS {
                 break;
             }
-            if self.ring_has_work(vring) {
+            if self.ring_has_work(qi, vring) {
                 self.process_queue(qi, vring);
             } else {
                 std::hint::spin_loop();
             }
         }
         q.arm(dev, self.draining(), spin);
+    }
+}
+
+/// What popping a chain off the available ring found.
+enum Popped<'a> {
+    Chain(virtio_queue::DescriptorChain<&'a GuestMemoryMmap>),
+    Empty,
+    /// The ring is unusable: why.
+    Broken(String),
+}
+
+/// Pop one chain, telling an empty ring from a broken one (an available
+/// index more than a queue size ahead, an entry that cannot be read):
+/// `pop_descriptor_chain` returns `None` for both.
+fn pop<'a>(vring: &VringRwLock, mem: &'a GuestMemoryMmap) -> Popped<'a> {
+    let mut v = vring.get_mut();
+    let queue = v.get_queue_mut();
+    if !queue.ready() {
+        return Popped::Empty;
+    }
+    let avail = match queue.avail_idx(mem, Ordering::Acquire) {
+        Ok(i) => i,
+        Err(e) => return Popped::Broken(format!("cannot read the available index: {e}")),
+    };
+    let next = queue.next_avail();
+    let ahead = avail.0.wrapping_sub(next);
+    if ahead == 0 {
+        return Popped::Empty;
+    }
+    if ahead > queue.size() {
+        return Popped::Broken(format!(
+            "invalid available ring index {} ({ahead} entries ahead of {next}, queue size {})",
+            avail.0,
+            queue.size()
+        ));
+    }
+    match queue.pop_descriptor_chain(mem) {
+        Some(c) => Popped::Chain(c),
+        None => Popped::Broken(format!(
+            "available ring entry {next} cannot be read (index {})",
+            avail.0
+        )),
     }
 }
 
@@ -405,6 +510,9 @@ impl VhostUserBackend for BlkBackend {
     }
 
     fn reset_device(&self) {
+        for b in &self.inner.broken {
+            b.store(false, Ordering::Relaxed);
+        }
         for q in &self.inner.queues {
             drop(q.take_due(0, true));
             q.arm(&self.inner.device, false, 0);
@@ -452,7 +560,10 @@ impl VhostUserBackend for BlkBackend {
     }
 
     fn exit_event(&self, _thread_index: usize) -> Option<(EventConsumer, EventNotifier)> {
-        new_event_consumer_and_notifier(EventFlag::NONBLOCK | EventFlag::CLOEXEC).ok()
+        let pair =
+            new_event_consumer_and_notifier(EventFlag::NONBLOCK | EventFlag::CLOEXEC).ok()?;
+        lock(&self.inner.exit_fds).push(pair.0.as_raw_fd());
+        Some(pair)
     }
 
     fn stop_vring(&self, queue_index: u32) -> io::Result<()> {
@@ -462,6 +573,10 @@ impl VhostUserBackend for BlkBackend {
         let (Some(q), Some(slot)) = (self.inner.queues.get(qi), self.inner.vrings.get(qi)) else {
             return Ok(());
         };
+        // The frontend sets the ring up again before restarting it.
+        if let Some(b) = self.inner.broken.get(qi) {
+            b.store(false, Ordering::Relaxed);
+        }
         let dev = &self.inner.device;
         let pending = q.take_due(0, true);
         if let Some(v) = lock(slot).clone() {
