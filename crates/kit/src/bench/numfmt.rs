@@ -69,3 +69,14 @@ pub(crate) fn fmt_pct(f: f64) -> String {
     let sign = if f > 0.0 { "+" } else { "" };
     format!("{sign}{} %", fmt_num(f * 100.0, 1))
 }
+
+/// `s` cut to at most `max` characters, an ellipsis marking the cut.
+pub fn truncate(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(max.saturating_sub(1)).collect();
+        t.push('…');
+        t
+    }
+}

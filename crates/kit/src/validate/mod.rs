@@ -366,16 +366,6 @@ fn num(v: f64) -> String {
     }
 }
 
-fn short_id(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        s.to_string()
-    } else {
-        let mut t: String = s.chars().take(max - 1).collect();
-        t.push('…');
-        t
-    }
-}
-
 /// The report as text: every figure, then the summaries.
 pub fn text(r: &Report) -> String {
     use std::fmt::Write as _;
@@ -405,7 +395,7 @@ pub fn text(r: &Report) -> String {
             let _ = writeln!(
                 o,
                 "  {:<44} {:<12} {:<17} {:>10} {:>10} {:>8}  {}",
-                short_id(&j.figure, 44),
+                crate::bench::numfmt::truncate(&j.figure, 44),
                 j.state.name(),
                 format!("{} ({})", j.metric.name(), j.unit)
                     .chars()

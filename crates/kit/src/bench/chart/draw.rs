@@ -5,6 +5,7 @@ use plotters::prelude::*;
 
 use super::{Chart, FONT, GRID, HEADER_H, HEIGHT, INK, MUTED, PLOT_LEFT, WIDTH};
 use crate::bench::numfmt::fmt_num;
+pub(super) use crate::bench::numfmt::truncate;
 pub(super) struct Line {
     pub(super) label: String,
     pub(super) colour: RGBColor,
@@ -94,16 +95,6 @@ pub(super) fn text_style(size: u32, colour: &RGBColor) -> TextStyle<'static> {
 /// Rough text width for the SVG's sans-serif at plotters' `size`, px.
 pub(super) fn text_width(s: &str, size: u32) -> i32 {
     (s.chars().count() as f64 * f64::from(size) / 1.24 * 0.56).ceil() as i32
-}
-
-pub(super) fn truncate(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        s.to_string()
-    } else {
-        let mut t: String = s.chars().take(max.saturating_sub(1)).collect();
-        t.push('…');
-        t
-    }
 }
 
 pub(super) fn draw_header<DB: DrawingBackend>(
