@@ -363,6 +363,86 @@ fn malformed_and_hostile_clients_get_errors_not_a_wedged_daemon() {
     assert_eq!(code, 0, "{log}");
 }
 
+fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kb * 1024
+}
+
+/// Clients that send large READs and never read the replies hold at most
+/// the daemon's buffer budget (here 96 MiB; each connection 64 MiB), not
+/// 32 MiB per request: before the budget, these three clients pinned 3 GiB.
+#[test]
+fn lazy_clients_cannot_pin_more_than_the_buffer_budget() {
+    let dir = scratch_dir();
+    let nbd = dir.path().join("nbd.sock");
+    let serve = Serve::start_with(
+        dir.path(),
+        &[
+            "--profile",
+            "instant",
+            "--capacity",
+            "256M",
+            "--memory",
+            "--nbd",
+            &format!("unix:{}", nbd.display()),
+            "--nbd-buffer-limit",
+            "96M",
+        ],
+        false,
+    );
+    // Data everywhere, so every READ buffer is really filled.
+    let mut w = Raw::go(&nbd);
+    let chunk = vec![0x5au8; (32 * MIB) as usize];
+    for i in 0..8u64 {
+        w.request(cmd::WRITE, 0, i * 32 * MIB, chunk.len() as u32, i);
+        w.0.write_all(&chunk).unwrap();
+        assert_eq!(w.simple(), (0, i));
+    }
+    drop(w);
+    std::thread::sleep(Duration::from_millis(300));
+    let before = rss_bytes(serve.pid());
+    let lazy: Vec<Raw> = (0..3)
+        .map(|c| {
+            let mut l = Raw::go(&nbd);
+            l.0.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+            for i in 0..32u64 {
+                l.request(
+                    cmd::READ,
+                    0,
+                    (i % 8) * 32 * MIB,
+                    (32 * MIB) as u32,
+                    c * 100 + i,
+                );
+            }
+            l
+        })
+        .collect();
+    let mut peak = 0;
+    for _ in 0..20 {
+        std::thread::sleep(Duration::from_millis(100));
+        peak = peak.max(rss_bytes(serve.pid()).saturating_sub(before));
+    }
+    assert!(
+        peak < 200 * MIB,
+        "lazy clients made the daemon hold {} MiB more",
+        peak / MIB
+    );
+    drop(lazy);
+    // Once they are gone, a client is served in full.
+    let mut r = Raw::go(&nbd);
+    r.request(cmd::READ, 0, 0, (32 * MIB) as u32, 7);
+    assert_eq!(r.simple(), (0, 7));
+    let mut data = vec![0u8; (32 * MIB) as usize];
+    r.0.read_exact(&mut data).unwrap();
+    assert!(data.iter().all(|&b| b == 0x5a));
+    serve.stop_ok();
+}
+
 /// Connections still in the handshake count against the 64-connection
 /// limit (one over it is closed at once) and are closed at the handshake's
 /// deadline, even while they drip a byte at a time.

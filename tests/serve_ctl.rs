@@ -241,6 +241,28 @@ fn startup_errors_are_clear() {
     );
     assert!(err.contains("not a socket"), "{err}");
     assert_eq!(std::fs::read(&plain).unwrap(), b"keep me");
+
+    // A socket directory every user may write to is refused unless sticky:
+    // another user could swap the socket there.
+    let open = dir.path().join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let in_open = open.join("s.sock");
+    let err = serve_fails(
+        dir.path(),
+        &[
+            "--socket",
+            in_open.to_str().unwrap(),
+            "--profile",
+            "instant",
+            "--memory",
+        ],
+    );
+    assert!(
+        err.contains("writable by every user and not sticky"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_dir(&open).unwrap().count(), 0, "nothing left");
 }
 
 fn mode(p: &Path) -> u32 {
@@ -274,6 +296,13 @@ fn state_dir_locked_files_private_sockets_explicit() {
     unsafe { libc::umask(old) };
     assert_eq!(mode(&serve.socket), 0o600, "vhost-user socket");
     assert_eq!(mode(&serve.control), 0o600, "control socket");
+    // The private directories the sockets were bound in are gone.
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
     assert_eq!(mode(&st), 0o700, "state dir created private");
     assert_eq!(mode(&st.join("disk.img")), 0o600, "backing file");
 

@@ -30,7 +30,7 @@ use thiserror::Error;
 use vmm_sys_util::eventfd::{EFD_NONBLOCK, EventFd};
 
 use self::signals::{block_signals, wait_signal};
-use self::sockets::{bind_private, claim_socket_path, group_id, parse_mode, set_socket_access};
+use self::sockets::{bind_socket, claim_socket_path, group_id, parse_mode};
 use self::vhost::{Conn, stop_connection};
 use vssd_ctl::server;
 use vssd_device::files::{self, DirLock, FileError};
@@ -56,6 +56,12 @@ pub struct ServeArgs {
     /// reach it can read and write the drive: there is no authentication).
     #[arg(long)]
     pub nbd_listen_any: bool,
+    /// Bytes of request and reply buffers all NBD connections may hold
+    /// together (READ data waiting to be sent, WRITE payloads arriving);
+    /// each connection holds at most 64 MiB. A connection over either
+    /// limit is not read from until its replies go out. At least 32M.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "512M")]
+    pub nbd_buffer_limit: u64,
     /// Drive profile: a preset name (`vssd profiles`) or a TOML file.
     #[arg(long, value_name = "P")]
     pub profile: String,
@@ -158,6 +164,20 @@ pub enum ServeError {
         /// Its missing directory.
         dir: PathBuf,
     },
+    /// The socket's directory is writable by every user and not sticky.
+    #[error(
+        "refusing to create socket {path}: its directory {dir} (mode {mode:04o}) is writable by \
+         every user and not sticky, so another user could replace the socket; use a directory \
+         only the daemon's user can write (or a sticky one, like /tmp)"
+    )]
+    OpenSocketDir {
+        /// The socket.
+        path: PathBuf,
+        /// Its directory.
+        dir: PathBuf,
+        /// The directory's mode.
+        mode: u32,
+    },
     /// Binding or preparing a socket failed.
     #[error("cannot listen on {path}")]
     Bind {
@@ -207,8 +227,7 @@ fn bind_nbd(
         let l = match addr {
             NbdAddr::Unix(p) => {
                 claim_socket_path(p)?;
-                let l = bind_private(p, || UnixListener::bind(p))?;
-                set_socket_access(p, mode, gid)?;
+                let l = bind_socket(p, mode, gid, |p| UnixListener::bind(p))?;
                 NbdListener::Unix(l)
             }
             NbdAddr::Tcp(a) => {
@@ -251,6 +270,13 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         return Err(ServeError::Usage(format!(
             "--queue-size {} must be a power of two",
             args.queue_size
+        )));
+    }
+    if args.nbd_buffer_limit < vssd_frontend::nbd::budget::MIN_TOTAL {
+        return Err(ServeError::Usage(format!(
+            "--nbd-buffer-limit {} is below {}: a single NBD request may need that much",
+            format_size(args.nbd_buffer_limit),
+            format_size(vssd_frontend::nbd::budget::MIN_TOTAL)
         )));
     }
     let base = base_path(&args);
@@ -305,28 +331,28 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         seed: args.seed,
     })?);
 
-    // Sockets are bound private, then given their final mode (the control
-    // socket stays 0600). The control socket comes last: once it answers,
-    // every listener is ready.
+    // Sockets are bound in a private directory, given their final mode
+    // there (the control socket 0600) and renamed into place. The control
+    // socket comes last: once it answers, every listener is ready.
     let mut vhost_listener = match &args.socket {
         Some(s) => {
-            let l = bind_private(s, || {
-                Listener::new(s, false).map_err(|e| io::Error::other(e.to_string()))
+            let l = bind_socket(s, socket_mode, gid, |p| {
+                Listener::new(p, false).map_err(|e| io::Error::other(e.to_string()))
             })?;
-            set_socket_access(s, socket_mode, gid)?;
             Some(l)
         }
         None => None,
     };
     let nbd_listeners = bind_nbd(&args, socket_mode, gid)?;
-    let ctl_listener = bind_private(&control, || UnixListener::bind(&control))?;
+    let ctl_listener = bind_socket(&control, 0o600, None, |p| UnixListener::bind(p))?;
 
     if let Some(addr) = args.metrics {
         crate::metrics::spawn(addr, args.metrics_listen_any, &device)?;
     }
     server::spawn(ctl_listener, device.clone()).map_err(ServeError::Setup)?;
     spawn_sampler(&device).map_err(ServeError::Setup)?;
-    let nbd = NbdServer::new(args.timing(device.profile()));
+    let nbd =
+        NbdServer::new(args.timing(device.profile())).with_buffer_limit(args.nbd_buffer_limit);
     for (addr, l) in nbd_listeners {
         let fe = device.register_frontend("nbd", addr.to_string(), "export \"\" or \"vssd\"");
         nbd.spawn(device.clone(), fe, addr.clone(), l)

@@ -47,45 +47,85 @@ fn unsafe_zeroed_group() -> libc::group {
     unsafe { std::mem::zeroed() }
 }
 
-/// Give a socket its final mode and group.
-pub fn set_socket_access(path: &Path, mode: u32, gid: Option<u32>) -> Result<(), ServeError> {
+/// Bind a unix socket at `path` with its final mode and group, without
+/// ever applying them through a path another user could have swapped.
+///
+/// The socket is bound inside a fresh directory private to the daemon
+/// (mode 0700, made next to `path`), given its group and mode there, where
+/// no other user can replace it, and renamed into place. `rename` replaces
+/// whatever sits at `path` (a symlink planted there included) without
+/// following it, and a client cannot connect before the mode is final. No
+/// umask change: that is process-wide, and the device's threads already run.
+pub fn bind_socket<T>(
+    path: &Path,
+    mode: u32,
+    gid: Option<u32>,
+    bind: impl FnOnce(&Path) -> io::Result<T>,
+) -> Result<T, ServeError> {
     use std::os::unix::fs::PermissionsExt;
     let err = |source| ServeError::Bind {
         path: path.into(),
         source,
     };
+    let dir = socket_dir(path);
+    let name = path
+        .file_name()
+        .ok_or_else(|| ServeError::Usage(format!("{}: not a socket file name", path.display())))?;
+    let private = tempfile::Builder::new()
+        .prefix(&format!(".{}.", name.to_string_lossy()))
+        .tempdir_in(dir)
+        .map_err(err)?;
+    let tmp = private.path().join("s");
+    let listener = bind(&tmp).map_err(err)?;
     if let Some(g) = gid {
-        std::os::unix::fs::lchown(path, None, Some(g)).map_err(err)?;
+        std::os::unix::fs::lchown(&tmp, None, Some(g)).map_err(err)?;
     }
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(err)
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode)).map_err(err)?;
+    std::fs::rename(&tmp, path).map_err(err)?;
+    private.close().map_err(err)?;
+    Ok(listener)
 }
 
-/// Bind a unix socket created private (umask 0177 while binding), before
-/// any other thread runs.
-pub fn bind_private<T>(path: &Path, bind: impl FnOnce() -> io::Result<T>) -> Result<T, ServeError> {
-    // SAFETY: umask only swaps the process file-mode mask; no other thread yet.
-    let old = unsafe { libc::umask(0o177) };
-    let r = bind();
-    // SAFETY: restores the previous mask.
-    unsafe { libc::umask(old) };
-    r.map_err(|source| ServeError::Bind {
-        path: path.into(),
-        source,
-    })
+/// The directory a socket path lives in.
+fn socket_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
+/// Refuse a socket directory that every user may write to unless it is
+/// sticky (like /tmp): there anyone could rename the socket away or put
+/// their own in its place.
+fn check_socket_dir(path: &Path, dir: &Path) -> Result<(), ServeError> {
+    use std::os::unix::fs::PermissionsExt;
+    let m = std::fs::metadata(dir)
+        .map_err(|source| ServeError::Bind {
+            path: path.into(),
+            source,
+        })?
+        .permissions()
+        .mode();
+    if m & 0o002 != 0 && m & 0o1000 == 0 {
+        return Err(ServeError::OpenSocketDir {
+            path: path.into(),
+            dir: dir.into(),
+            mode: m & 0o7777,
+        });
+    }
+    Ok(())
 }
 
 /// Refuse a path held by a live listener or by a non-socket; remove a stale socket.
 pub fn claim_socket_path(path: &Path) -> Result<(), ServeError> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
+    let dir = socket_dir(path);
     if !dir.is_dir() {
         return Err(ServeError::NoSocketDir {
             path: path.into(),
             dir: dir.into(),
         });
     }
+    check_socket_dir(path, dir)?;
     match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(source) => Err(ServeError::Bind {
@@ -102,5 +142,53 @@ pub fn claim_socket_path(path: &Path) -> Result<(), ServeError> {
                 source,
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::net::UnixListener;
+
+    /// What the race left at the socket's path (a symlink to a file the
+    /// daemon's user owns) gets replaced, and the file it points at keeps
+    /// its mode: the old chmod-after-bind made it 0660 here.
+    #[test]
+    fn mode_is_never_applied_through_a_swapped_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"secret").unwrap();
+        std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let sock = dir.path().join("s.sock");
+        std::os::unix::fs::symlink(&victim, &sock).unwrap();
+        let l = bind_socket(&sock, 0o660, None, |p| UnixListener::bind(p)).unwrap();
+        let m = std::fs::symlink_metadata(&sock).unwrap();
+        assert!(m.file_type().is_socket());
+        assert_eq!(m.permissions().mode() & 0o777, 0o660);
+        let v = std::fs::metadata(&victim).unwrap();
+        assert_eq!(v.permissions().mode() & 0o777, 0o600);
+        assert_eq!(std::fs::read(&victim).unwrap(), b"secret");
+        // The socket answers at its final path; the private dir is gone.
+        UnixStream::connect(&sock).unwrap();
+        drop(l);
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+    }
+
+    #[test]
+    fn open_directories_are_refused_unless_sticky() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = dir.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = claim_socket_path(&open.join("s")).unwrap_err();
+        assert!(matches!(e, ServeError::OpenSocketDir { .. }), "{e}");
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        claim_socket_path(&open.join("s")).unwrap();
     }
 }

@@ -199,8 +199,18 @@ impl Client {
         // What arrives first tells what is at the other end: an NBD server
         // greets before it is asked; a vhost-user backend drops a client
         // whose message it cannot parse.
-        match self.r.fill_buf() {
-            Ok([]) => return Err(not_control("it closed the connection without a reply")),
+        // A signal landing during the wait is not an answer: wait again
+        // (`fill_buf`, unlike `read_line`, hands EINTR up).
+        let first = loop {
+            match self.r.fill_buf() {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                r => break r.map(|b| b[..b.len().min(8)].to_vec()),
+            }
+        };
+        match first {
+            Ok(b) if b.is_empty() => {
+                return Err(not_control("it closed the connection without a reply"));
+            }
             Ok(b) if b.starts_with(b"NBDMAGIC") => {
                 return Err(not_control("it greets like an NBD server"));
             }

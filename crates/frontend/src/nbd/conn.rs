@@ -20,6 +20,7 @@ use std::time::Duration;
 use log::{debug, warn};
 use vm_memory::VolatileSlice;
 
+use super::budget::{self, Budget};
 use super::handshake::{Deadline, MAX_PAYLOAD, Negotiated};
 use super::proto::{self, BASE_ALLOCATION_ID, REQUEST_LEN, cflags, chunk, cmd, errno, state};
 use super::sock::Sock;
@@ -49,6 +50,50 @@ struct Out {
     /// Send as a structured reply.
     structured: bool,
     pending: Pending,
+    /// The buffer bytes this reply holds, given back when it is dropped.
+    _held: Option<Held>,
+}
+
+/// Bytes taken from the connection's and the daemon's budgets, given back
+/// when dropped (reply sent, or dropped with its connection).
+#[derive(Debug)]
+struct Held {
+    conn: Arc<Budget>,
+    total: Arc<Budget>,
+    bytes: u64,
+}
+
+impl Held {
+    /// Take `bytes` from both budgets, waiting while they do not fit;
+    /// `None` when the connection ends meanwhile.
+    fn take(budgets: &Budgets, shared: &Shared, bytes: u64) -> Option<Held> {
+        let ended = || shared.lock().writer_dead;
+        if !budgets.conn.acquire(bytes, &ended) {
+            return None;
+        }
+        if !budgets.total.acquire(bytes, &ended) {
+            budgets.conn.release(bytes);
+            return None;
+        }
+        Some(Held {
+            conn: budgets.conn.clone(),
+            total: budgets.total.clone(),
+            bytes,
+        })
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.total.release(self.bytes);
+        self.conn.release(self.bytes);
+    }
+}
+
+/// A connection's buffer budget and the daemon's.
+struct Budgets {
+    conn: Arc<Budget>,
+    total: Arc<Budget>,
 }
 
 #[derive(Default)]
@@ -291,16 +336,35 @@ fn split(offset: u64, len: u64, max: u64) -> Vec<(u64, u64)> {
     v
 }
 
+/// What every connection of a server shares.
+#[derive(Clone)]
+pub struct ServerShared {
+    /// Deliver everything at once (daemon stopping).
+    pub draining: Arc<AtomicBool>,
+    /// How the reply thread waits for completion times.
+    pub timing: Timing,
+    /// The daemon's buffer budget.
+    pub buffers: Arc<Budget>,
+}
+
 /// Serve the transmission phase on `sock` until the client disconnects.
 pub fn transmission(
     dev: Arc<Device>,
     conn: Connection,
     sock: Sock,
     neg: Negotiated,
-    draining: Arc<AtomicBool>,
-    timing: Timing,
+    server: ServerShared,
     register: &dyn Fn(Stopper),
 ) {
+    let ServerShared {
+        draining,
+        timing,
+        buffers,
+    } = server;
+    let budgets = Budgets {
+        conn: Arc::new(Budget::new(budget::PER_CONNECTION)),
+        total: buffers,
+    };
     let shared = Arc::new(Shared {
         state: Mutex::new(State::default()),
         cv: Condvar::new(),
@@ -330,7 +394,7 @@ pub fn transmission(
             return;
         }
     };
-    let r = reader_loop(&dev, &conn, &shared, &sock, &neg);
+    let r = reader_loop(&dev, &conn, &shared, &budgets, &sock, &neg);
     if let Err(e) = r {
         debug!("NBD connection {}: {e}", conn.id());
     }
@@ -346,6 +410,7 @@ fn reader_loop(
     dev: &Device,
     conn: &Connection,
     shared: &Shared,
+    budgets: &Budgets,
     sock: &Sock,
     neg: &Negotiated,
 ) -> io::Result<()> {
@@ -359,6 +424,7 @@ fn reader_loop(
         if !wait_for_slot(shared, qd) {
             return Ok(());
         }
+        let mut held = None;
         let (body, pending) = match validate(&r, size, neg) {
             Err(Refusal::Disconnect(why)) => {
                 warn!("NBD connection {}: {why}; closing it", conn.id());
@@ -378,7 +444,22 @@ fn reader_loop(
                 p.refuse(status);
                 (Body::Empty, p)
             }
-            Ok(c) => execute(dev, conn, c, &mut input)?,
+            Ok(c) => {
+                // A READ's data until its reply is sent, a WRITE's payload
+                // while it arrives: wait (reading nothing more from the
+                // client) until the bytes fit the budgets.
+                if let Command::Read { len, .. } | Command::Write { len, .. } = c {
+                    held = Held::take(budgets, shared, u64::from(len));
+                    if held.is_none() {
+                        return Ok(());
+                    }
+                }
+                let r = execute(dev, conn, c, &mut input)?;
+                if matches!(c, Command::Write { .. }) {
+                    held = None;
+                }
+                r
+            }
         };
         enqueue(
             shared,
@@ -387,6 +468,7 @@ fn reader_loop(
                 body,
                 structured: structured_reply(r.kind, neg),
                 pending,
+                _held: held,
             },
         );
     }
@@ -490,20 +572,18 @@ fn enqueue(shared: &Shared, out: Out) {
     shared.cv.notify_all();
 }
 
-/// Encode one reply.
-fn encode(o: &Out) -> Vec<u8> {
+/// Encode one reply: its header, then the data it carries (not copied).
+fn encode(o: &Out) -> (Vec<u8>, &[u8]) {
     let err = nbd_errno(o.pending.status());
     if !o.structured {
-        let mut v = proto::simple_reply(err, o.cookie).to_vec();
-        if err == 0
-            && let Body::Data(_, d) = &o.body
-        {
-            v.extend(d);
-        }
-        return v;
+        let v = proto::simple_reply(err, o.cookie).to_vec();
+        return match &o.body {
+            Body::Data(_, d) if err == 0 => (v, d),
+            _ => (v, &[]),
+        };
     }
     if err != 0 {
-        return proto::error_chunk(o.cookie, err, "request failed");
+        return (proto::error_chunk(o.cookie, err, "request failed"), &[]);
     }
     match &o.body {
         Body::Data(off, d) => {
@@ -515,11 +595,16 @@ fn encode(o: &Out) -> Vec<u8> {
             )
             .to_vec();
             v.extend(off.to_be_bytes());
-            v.extend(d);
-            v
+            (v, d)
         }
-        Body::Extents(e) => proto::block_status_chunk(o.cookie, BASE_ALLOCATION_ID, e),
-        Body::Empty => proto::chunk_header(chunk::FLAG_DONE, chunk::NONE, o.cookie, 0).to_vec(),
+        Body::Extents(e) => (
+            proto::block_status_chunk(o.cookie, BASE_ALLOCATION_ID, e),
+            &[],
+        ),
+        Body::Empty => (
+            proto::chunk_header(chunk::FLAG_DONE, chunk::NONE, o.cookie, 0).to_vec(),
+            &[],
+        ),
     }
 }
 
@@ -573,11 +658,12 @@ fn writer_loop(dev: &Device, shared: &Shared, mut out: Sock, timing: Timing) {
         let mut failed = false;
         for o in batch {
             if !failed {
-                let bytes = encode(&o);
+                let (head, data) = encode(&o);
                 // One deadline for the whole reply: a timeout per write
                 // restarted with every partial write of a large reply.
                 let deadline = std::time::Instant::now() + SEND_TIMEOUT;
-                if let Err(e) = Deadline::new(&mut out, deadline).write_all(&bytes) {
+                let mut w = Deadline::new(&mut out, deadline);
+                if let Err(e) = w.write_all(&head).and_then(|()| w.write_all(data)) {
                     debug!("NBD: sending a reply failed ({e}); closing the connection");
                     failed = true;
                 }

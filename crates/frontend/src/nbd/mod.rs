@@ -15,6 +15,7 @@
 //! trait) cannot send each reply at its own modelled time, out of order,
 //! nor answer block status from the FTL.
 
+pub mod budget;
 pub mod conn;
 pub mod handshake;
 pub mod proto;
@@ -32,7 +33,8 @@ use std::time::{Duration, Instant};
 
 use log::{debug, info, warn};
 
-use self::conn::Stopper;
+use self::budget::Budget;
+use self::conn::{ServerShared, Stopper};
 use self::handshake::{ExportInfo, HandshakeError};
 use self::sock::Sock;
 use vssd_device::scheduler::Timing;
@@ -147,6 +149,8 @@ pub struct NbdServer {
     draining: Arc<AtomicBool>,
     live: Arc<Mutex<Vec<(Stopper, Sock)>>>,
     timing: Timing,
+    /// Buffer bytes all connections may hold together.
+    buffers: Arc<Budget>,
 }
 
 impl NbdServer {
@@ -157,7 +161,21 @@ impl NbdServer {
             draining: Arc::new(AtomicBool::new(false)),
             live: Arc::new(Mutex::new(Vec::new())),
             timing,
+            buffers: Arc::new(Budget::new(budget::DEFAULT_TOTAL)),
         }
+    }
+
+    /// Let all connections together hold at most `bytes` of request and
+    /// reply buffers (at least [`budget::MIN_TOTAL`]); each connection
+    /// holds at most [`budget::PER_CONNECTION`].
+    pub fn with_buffer_limit(mut self, bytes: u64) -> NbdServer {
+        self.buffers = Arc::new(Budget::new(bytes));
+        self
+    }
+
+    /// Buffer bytes the connections hold now.
+    pub fn buffered(&self) -> u64 {
+        self.buffers.used()
     }
 
     /// Serve `listener` (bound at `addr`) on a thread for the life of the process.
@@ -181,6 +199,7 @@ impl NbdServer {
         let draining = self.draining.clone();
         let live = self.live.clone();
         let timing = self.timing;
+        let buffers = self.buffers.clone();
         let handshake = handshake_timeout();
         // Connections of this listener, counted from accept to close.
         let count = Arc::new(AtomicUsize::new(0));
@@ -213,14 +232,18 @@ impl NbdServer {
                     };
                     let (dev, frontend, export) = (dev.clone(), frontend.clone(), export.clone());
                     let (draining, live) = (draining.clone(), live.clone());
+                    let buffers = buffers.clone();
                     let r = thread::Builder::new()
                         .name("vssd-nbd-rx".into())
                         .spawn(move || {
                             let _slot = slot;
                             let deadline = Instant::now() + handshake;
-                            serve_one(
-                                dev, frontend, export, sock, draining, live, timing, deadline,
-                            )
+                            let server = ServerShared {
+                                draining,
+                                timing,
+                                buffers,
+                            };
+                            serve_one(dev, frontend, export, sock, server, live, deadline)
                         });
                     if let Err(e) = r {
                         warn!("NBD {addr}: cannot start a connection thread: {e}");
@@ -258,15 +281,13 @@ impl Default for NbdServer {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 fn serve_one(
     dev: Arc<Device>,
     frontend: Frontend,
     export: ExportInfo,
     mut sock: Sock,
-    draining: Arc<AtomicBool>,
+    server: ServerShared,
     live: Arc<Mutex<Vec<(Stopper, Sock)>>>,
-    timing: Timing,
     deadline: Instant,
 ) {
     sock.set_nodelay();
@@ -301,7 +322,7 @@ fn serve_one(
         }
     );
     let keep = sock.try_clone();
-    conn::transmission(dev, conn, sock, neg, draining, timing, &|stopper| {
+    conn::transmission(dev, conn, sock, neg, server, &|stopper| {
         if let Ok(k) = &keep
             && let Ok(k) = k.try_clone()
         {
