@@ -11,6 +11,7 @@ use common::scratch_dir;
 use common::serve::Serve;
 use virtio_bindings::virtio_blk::{VIRTIO_BLK_S_IOERR, VIRTIO_BLK_S_OK, VIRTIO_BLK_S_UNSUPP};
 use vssd::loadgen::blk::{self, BlkOp, Scratch};
+use vssd::loadgen::vring::Buf;
 use vssd::loadgen::{BlkDriver, DriverOptions};
 
 const T: Duration = Duration::from_secs(20);
@@ -868,6 +869,82 @@ fn avail_index_beyond_the_queue_size_does_not_spin() {
     );
     assert_eq!(code, 0, "{log}");
     drop(d);
+}
+
+/// A frontend that shrinks its memfd after SET_MEM_TABLE makes the
+/// daemon's next access to that memory fault (SIGBUS). The daemon must
+/// survive it: that frontend's queues stop, and the next one is served.
+#[test]
+fn shrinking_the_shared_memory_does_not_kill_the_daemon() {
+    let dir = scratch_dir();
+    let mut serve = Serve::start(
+        dir.path(),
+        &["--profile", "instant", "--capacity", "64M", "--memory"],
+    );
+    let mut d = BlkDriver::connect(&serve.socket, &DriverOptions::default()).unwrap();
+    let s = Scratch::new(&mut d, 4096).unwrap();
+    assert_eq!(
+        blk::run(&mut d, 0, &s, &BlkOp::Flush, T).unwrap().status,
+        OK
+    );
+    // A request whose header lies past the cut: the backend faults reading it.
+    let hdr_at = d.alloc(4096).unwrap();
+    let mut hdr = [0u8; 16];
+    hdr[0..4].copy_from_slice(&1u32.to_le_bytes()); // VIRTIO_BLK_T_OUT
+    d.write_mem(hdr_at, &hdr).unwrap();
+    let bufs = [
+        Buf {
+            addr: hdr_at,
+            len: 16,
+            write: false,
+        },
+        Buf {
+            addr: hdr_at + 512,
+            len: 512,
+            write: false,
+        },
+        Buf {
+            addr: hdr_at + 16,
+            len: 1,
+            write: true,
+        },
+    ];
+    d.add(0, &bufs).unwrap();
+    d.truncate_shared_memory(hdr_at).unwrap();
+    d.kick(0).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(serve.alive(), "daemon died:\n{}", serve.log_text());
+    assert!(
+        serve.log_text().contains("shrank"),
+        "the fault is logged:\n{}",
+        serve.log_text()
+    );
+    // No completion for that request (its status byte is past the cut too).
+    assert!(!d.queue(0).wait_call(Duration::from_millis(200)).unwrap());
+    drop(d);
+    let mut d = BlkDriver::connect(&serve.socket, &DriverOptions::default())
+        .expect("the next frontend connects");
+    let s = Scratch::new(&mut d, 4096).unwrap();
+    let data = pattern(4096, 9);
+    let w = BlkOp::Write {
+        sector: 24,
+        data: data.clone(),
+    };
+    assert_eq!(blk::run(&mut d, 0, &s, &w, T).unwrap().status, OK);
+    let r = blk::run(
+        &mut d,
+        0,
+        &s,
+        &BlkOp::Read {
+            sector: 24,
+            len: 4096,
+        },
+        T,
+    )
+    .unwrap();
+    assert!(r.status == OK && r.data == data);
+    drop(d);
+    serve.stop_ok();
 }
 
 /// Every vhost-user connect-and-close must give back all its file

@@ -383,6 +383,16 @@ impl BlkDriver {
         Ok(at)
     }
 
+    /// Hostile: cut the shared memory file to `bytes` behind the backend's
+    /// back, after it has mapped the memory table (what a frontend that
+    /// shrinks its memfd does). This driver must not touch memory past
+    /// `bytes` afterwards: its own mapping faults there too.
+    pub fn truncate_shared_memory(&self, bytes: u64) -> Result<(), DriverError> {
+        self._memfd
+            .set_len(bytes)
+            .map_err(io("shrinking the memfd"))
+    }
+
     /// The number of queues set up.
     pub fn queues(&self) -> usize {
         self.queues.len()

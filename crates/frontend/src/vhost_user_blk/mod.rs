@@ -14,6 +14,7 @@ pub mod config;
 pub mod exec;
 pub mod queue;
 pub mod request;
+pub mod sigbus;
 pub mod slow;
 
 pub use backend::{BlkBackend, MemoryError, check_regions};

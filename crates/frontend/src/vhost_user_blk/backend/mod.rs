@@ -13,7 +13,7 @@
 use std::cell::Cell;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use log::{debug, info, warn};
@@ -32,9 +32,10 @@ use super::config::{BlkConfig, ConfigSpace, WCE_OFFSET};
 use super::exec::{Done, Job, MAX_DESCS, execute};
 use super::queue::QueueSched;
 use super::request::Desc;
+use super::sigbus;
 use super::slow::SlowOps;
 pub use vssd_device::scheduler::Timing;
-use vssd_device::{Connection, Device, Frontend};
+use vssd_device::{Connection, Device, Frontend, Status};
 
 type Mem = GuestMemoryAtomic<GuestMemoryMmap>;
 
@@ -66,6 +67,14 @@ struct Inner {
     /// turns each into a raw fd registered in its epoll set and never
     /// closes it, so they are closed here once every worker is gone.
     exit_fds: Mutex<Vec<RawFd>>,
+    /// Every memory table this connection was given that may still be
+    /// mapped, each with its mappings watched for faults (a frontend that
+    /// shrinks the file behind its memory); pruned when only this holds it.
+    watched: Mutex<Vec<(Arc<GuestMemoryMmap>, sigbus::Guard)>>,
+    /// [`sigbus::fault_count`] when last looked at.
+    faults_seen: AtomicU64,
+    /// The memory table in use faulted: no request is served from it.
+    memory_bad: AtomicBool,
 }
 
 impl Drop for Inner {
@@ -183,6 +192,9 @@ impl BlkBackend {
                 slow: SlowOps::default(),
                 broken: (0..num_queues).map(|_| AtomicBool::new(false)).collect(),
                 exit_fds: Mutex::new(Vec::new()),
+                watched: Mutex::new(Vec::new()),
+                faults_seen: AtomicU64::new(sigbus::fault_count()),
+                memory_bad: AtomicBool::new(false),
             }),
         })
     }
@@ -242,7 +254,10 @@ impl BlkBackend {
         let Some(atomic) = self.mem() else { return };
         let mem = atomic.memory();
         let dev = &self.inner.device;
-        let done = execute(dev, self.conn(), &mem, &self.inner.config.limits, job);
+        let mut done = execute(dev, self.conn(), &mem, &self.inner.config.limits, job);
+        if self.memory_faulted() {
+            done.pending.fail(Status::IoError);
+        }
         let q = &self.inner.queues[qi];
         q.push(done);
         // Wake the queue thread: at the deadline, or now when draining.
@@ -310,6 +325,10 @@ impl BlkBackend {
                     write_only: d.is_write_only(),
                 }));
                 let mut job = Job::parse(mem, head, &descs, lim);
+                if self.memory_faulted() {
+                    // What was read came from a zero page: not a request.
+                    break;
+                }
                 if job.is_slow() {
                     let weak = Arc::downgrade(&self.inner);
                     match self.inner.slow.send((qi, job), move || {
@@ -325,7 +344,10 @@ impl BlkBackend {
                         Err((_, j)) => job = j,
                     }
                 }
-                let done = execute(dev, self.conn(), mem, lim, job);
+                let mut done = execute(dev, self.conn(), mem, lim, job);
+                if self.memory_faulted() {
+                    done.pending.fail(Status::IoError);
+                }
                 let now = dev.now_ns();
                 if done.due_ns() <= now || self.draining() {
                     self.complete(vring, done, now);
@@ -340,7 +362,8 @@ impl BlkBackend {
                 }
             }
             // A broken ring keeps looking non-empty to enable_notification:
-            // stop here, or the loop would never end.
+            // stop here, or the loop would never end. Same for memory that
+            // faulted (the queues are marked broken).
             if !event_idx || self.is_broken(qi) {
                 break;
             }
@@ -357,6 +380,48 @@ impl BlkBackend {
         if used {
             notify(vring);
         }
+    }
+
+    /// Watch a new memory table's mappings for faults, as long as they are
+    /// mapped; forget tables nothing else holds any more.
+    fn watch(&self, mem: &Mem) {
+        let table = mem.memory().into_inner();
+        let guard = sigbus::Guard::watch(table.iter().filter_map(|r| {
+            let p = r.get_host_address(vm_memory::MemoryRegionAddress(0)).ok()?;
+            Some((p as usize, r.len() as usize))
+        }));
+        let mut w = lock(&self.inner.watched);
+        // Unwatch before the last reference goes (the mapping outlives it).
+        w.retain(|(t, _)| Arc::strong_count(t) > 1);
+        w.push((table, guard));
+        self.inner.memory_bad.store(false, Ordering::Relaxed);
+    }
+
+    /// Whether a page of this connection's guest memory faulted (its file
+    /// shrank after the memory table was set). The first time: every queue
+    /// stops, logged once; the frontend must reset the device or go.
+    fn memory_faulted(&self) -> bool {
+        if self.inner.memory_bad.load(Ordering::Relaxed) {
+            return true;
+        }
+        let n = sigbus::fault_count();
+        if self.inner.faults_seen.swap(n, Ordering::Relaxed) == n {
+            return false;
+        }
+        // The table in use is the last one watched.
+        let at = lock(&self.inner.watched)
+            .last()
+            .and_then(|(_, g)| g.faulted());
+        let Some(at) = at else { return false };
+        self.inner.memory_bad.store(true, Ordering::Relaxed);
+        let why = format!(
+            "the frontend's guest memory faulted at {at:#x} (the file behind its memory \
+             table shrank after it was mapped)"
+        );
+        for qi in 0..self.inner.broken.len() {
+            self.mark_broken(qi, &why);
+        }
+        true
     }
 
     fn is_broken(&self, qi: usize) -> bool {
@@ -543,6 +608,7 @@ impl VhostUserBackend for BlkBackend {
         let mut slot = self.inner.mem.write().unwrap_or_else(|e| e.into_inner());
         match checked {
             Ok(()) => {
+                self.watch(&mem);
                 *slot = Some(mem);
                 Ok(())
             }
