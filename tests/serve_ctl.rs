@@ -506,3 +506,74 @@ fn ctl_at_a_data_socket_says_what_it_reached() {
     }
     s.stop_ok();
 }
+
+/// A client connected but still negotiating (a VM started paused has
+/// connected to the vhost-user socket but acknowledged no features; an NBD
+/// client in its handshake) is shown as such, not as "waiting for a client".
+#[test]
+fn stats_show_clients_that_are_still_negotiating() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    let nbd = dir.path().join("nbd.sock");
+    let s = Serve::start(
+        dir.path(),
+        &[
+            "--profile",
+            "instant",
+            "--capacity",
+            "64M",
+            "--memory",
+            "--nbd",
+            &format!("unix:{}", nbd.display()),
+        ],
+    );
+    let stats_text = || {
+        let out = Command::new(VSSD)
+            .args(["ctl", "--control"])
+            .arg(&s.control)
+            .arg("stats")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let before = stats_text();
+    assert_eq!(
+        before.matches("waiting for a client").count(),
+        2,
+        "{before}"
+    );
+    let _vhost = UnixStream::connect(&s.socket).unwrap();
+    let mut nbd_client = UnixStream::connect(&nbd).unwrap();
+    let mut greeting = [0u8; 18];
+    nbd_client.read_exact(&mut greeting).unwrap();
+    let t = std::time::Instant::now();
+    let during = loop {
+        let text = stats_text();
+        if text.matches("1 client connected, negotiating").count() == 2
+            || t.elapsed() > std::time::Duration::from_secs(5)
+        {
+            break text;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(
+        during.matches("1 client connected, negotiating").count(),
+        2,
+        "{during}"
+    );
+    assert_eq!(s.stats()["frontends"][0]["negotiating"], 1);
+    drop(nbd_client);
+    drop(_vhost);
+    let t = std::time::Instant::now();
+    while stats_text().matches("waiting for a client").count() < 2 {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(5),
+            "{}",
+            stats_text()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    s.stop_ok();
+}

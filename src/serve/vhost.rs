@@ -115,6 +115,7 @@ pub fn serve_loop(
             thread::sleep(Duration::from_millis(100));
             continue;
         }
+        backend.client_arrived();
         {
             let mut cur = current.lock().unwrap_or_else(|e| e.into_inner());
             let conn = Conn {
@@ -127,6 +128,7 @@ pub fn serve_loop(
             *cur = Some(conn);
         }
         let r = daemon.wait();
+        backend.client_left();
         *current.lock().unwrap_or_else(|e| e.into_inner()) = None;
         match r {
             Ok(())

@@ -137,9 +137,18 @@ pub fn stats(r: &StatsReport) -> String {
         let _ = writeln!(o, "  (none)");
     }
     for f in &r.frontends {
-        let state = match f.open_connections {
-            0 => "waiting for a client".to_string(),
-            n => format!("{} open", plural(n, "connection", "connections")),
+        let state = match (f.open_connections, f.negotiating) {
+            (0, 0) => "waiting for a client".to_string(),
+            (0, n) => format!(
+                "{} connected, negotiating (a paused VM stays here until it starts)",
+                plural(n, "client", "clients")
+            ),
+            (n, 0) => format!("{} open", plural(n, "connection", "connections")),
+            (n, k) => format!(
+                "{} open, {} negotiating",
+                plural(n, "connection", "connections"),
+                k
+            ),
         };
         let _ = writeln!(
             o,

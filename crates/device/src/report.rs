@@ -108,6 +108,10 @@ pub struct FrontendReport {
     pub connections: u64,
     /// Connections open now.
     pub open_connections: u64,
+    /// Clients connected but still negotiating (vhost-user: features not
+    /// acknowledged yet, as while a VM is paused; NBD: in the handshake).
+    #[serde(default)]
+    pub negotiating: u64,
     /// Counters over all its connections.
     pub io: IoReport,
     /// Open connections and the most recent closed ones.

@@ -226,6 +226,7 @@ impl Stats {
             counters: IoCounters::default(),
             connections: AtomicU64::new(0),
             conns: Mutex::new(VecDeque::new()),
+            negotiating: AtomicU64::new(0),
         });
         list.push(f.clone());
         Frontend {
@@ -334,9 +335,29 @@ pub struct FrontendStats {
     counters: IoCounters,
     connections: AtomicU64,
     conns: Mutex<VecDeque<Arc<ConnStats>>>,
+    /// Clients connected but not yet through negotiation (a vhost-user
+    /// frontend before it acknowledges features, an NBD client in its
+    /// handshake).
+    negotiating: AtomicU64,
+}
+
+/// A client still negotiating, counted while this lives.
+pub struct Negotiating(Arc<FrontendStats>);
+
+impl Drop for Negotiating {
+    fn drop(&mut self) {
+        self.0.negotiating.fetch_sub(1, Relaxed);
+    }
 }
 
 impl Frontend {
+    /// Count a client that is connected but still negotiating, until the
+    /// returned guard is dropped.
+    pub fn negotiating(&self) -> Negotiating {
+        self.stats.negotiating.fetch_add(1, Relaxed);
+        Negotiating(self.stats.clone())
+    }
+
     /// Record a new connection from `peer`.
     pub fn connect(&self, peer: impl Into<String>) -> Connection {
         let fe = &self.stats;
@@ -398,6 +419,7 @@ impl FrontendStats {
             info: self.info.clone(),
             connections: self.connections.load(Relaxed),
             open_connections: conns.iter().filter(|c| c.is_open()).count() as u64,
+            negotiating: self.negotiating.load(Relaxed),
             io: self.counters.report(),
             conns: conns.iter().map(|c| c.report()).collect(),
         }

@@ -292,6 +292,7 @@ fn serve_one(
 ) {
     sock.set_nodelay();
     let peer = sock.peer();
+    let negotiating = frontend.negotiating();
     let neg =
         match handshake::negotiate(&mut handshake::Deadline::new(&mut sock, deadline), &export) {
             Ok(n) => n,
@@ -304,6 +305,7 @@ fn serve_one(
                 return;
             }
         };
+    drop(negotiating);
     // Idle clients are normal in transmission (a guest that does no I/O).
     let _ = sock.set_read_timeout(None);
     let conn = frontend.connect(peer.clone());

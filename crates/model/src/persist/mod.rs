@@ -313,10 +313,10 @@ impl Ssd {
         f.take(&mut geometry)?;
         let expected = geometry_text(profile)?;
         if geometry != expected.as_bytes() {
-            return Err(PersistError::ProfileMismatch(format!(
-                "saved geometry:\n{}\ncurrent geometry:\n{}",
-                String::from_utf8_lossy(&geometry),
-                expected
+            return Err(PersistError::ProfileMismatch(differences(
+                "geometry",
+                &String::from_utf8_lossy(&geometry),
+                &expected,
             )));
         }
         if !v2 {
@@ -328,10 +328,10 @@ impl Ssd {
             f.take(&mut text)?;
             let expected = period_text(profile)?;
             if text != expected.as_bytes() {
-                return Err(PersistError::ProfileMismatch(format!(
-                    "saved mapping, reduction and SLC cache:\n{}\ncurrent:\n{}",
-                    String::from_utf8_lossy(&text),
-                    expected
+                return Err(PersistError::ProfileMismatch(differences(
+                    "mapping, reduction and SLC cache",
+                    &String::from_utf8_lossy(&text),
+                    &expected,
                 )));
             }
         }
@@ -597,3 +597,54 @@ fn read_mapping<R: Read>(
 
 #[cfg(test)]
 mod tests;
+
+/// What differs between a saved and the current profile text (`key =
+/// value` lines): the keys that differ with both values, the capacity
+/// first, rather than both texts whole.
+fn differences(what: &str, saved: &str, now: &str) -> String {
+    let pairs = |t: &str| -> Vec<(String, String)> {
+        t.lines()
+            .filter_map(|l| l.split_once(" = "))
+            .map(|(k, v)| (k.trim().to_string(), v.trim().trim_matches('"').to_string()))
+            .collect()
+    };
+    let (old, new) = (pairs(saved), pairs(now));
+    let value = |list: &[(String, String)], k: &str| {
+        list.iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.clone())
+    };
+    let mut keys: Vec<&str> = old.iter().chain(&new).map(|(k, _)| k.as_str()).collect();
+    keys.dedup();
+    let mut seen = std::collections::BTreeSet::new();
+    keys.retain(|k| seen.insert(*k));
+    let mut diffs: Vec<String> = keys
+        .iter()
+        .filter_map(|k| {
+            let (a, b) = (value(&old, k), value(&new, k));
+            (a != b).then(|| {
+                format!(
+                    "{k}: saved {}, now {}",
+                    a.as_deref().unwrap_or("(absent)"),
+                    b.as_deref().unwrap_or("(absent)")
+                )
+            })
+        })
+        .collect();
+    if diffs.is_empty() {
+        diffs.push("the texts differ in layout".into());
+    }
+    let cap = (
+        value(&old, "exported_capacity"),
+        value(&new, "exported_capacity"),
+    );
+    let lead = match cap {
+        (Some(a), Some(b)) if a != b => {
+            format!(
+                "it was saved at capacity {a} and this drive is {b} (--capacity {a} loads it); "
+            )
+        }
+        _ => String::new(),
+    };
+    format!("{lead}{what} differs: {}", diffs.join("; "))
+}

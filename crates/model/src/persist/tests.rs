@@ -263,3 +263,17 @@ fn checksummed_but_inconsistent_states_are_refused() {
     // Counters, erase counts and ages may take any value.
     assert!(accepted > 0);
 }
+
+#[test]
+fn a_mismatch_names_what_differs_not_both_geometries() {
+    let saved = "channels = 8\npages_per_block = 64\nexported_capacity = \"1GiB\"\n";
+    let now = "channels = 8\npages_per_block = 128\nexported_capacity = \"2GiB\"\n";
+    let m = super::differences("geometry", saved, now);
+    assert_eq!(
+        m,
+        "it was saved at capacity 1GiB and this drive is 2GiB (--capacity 1GiB loads it); \
+         geometry differs: pages_per_block: saved 64, now 128; exported_capacity: saved 1GiB, \
+         now 2GiB"
+    );
+    assert!(!m.contains("channels"));
+}

@@ -35,6 +35,7 @@ use super::request::Desc;
 use super::sigbus;
 use super::slow::SlowOps;
 pub use vssd_device::scheduler::Timing;
+use vssd_device::stats::Negotiating;
 use vssd_device::{Connection, Device, Frontend, Status};
 
 type Mem = GuestMemoryAtomic<GuestMemoryMmap>;
@@ -75,6 +76,8 @@ struct Inner {
     faults_seen: AtomicU64,
     /// The memory table in use faulted: no request is served from it.
     memory_bad: AtomicBool,
+    /// Held from the socket's accept until features are acknowledged.
+    negotiating: Mutex<Option<Negotiating>>,
 }
 
 impl Drop for Inner {
@@ -195,12 +198,14 @@ impl BlkBackend {
                 watched: Mutex::new(Vec::new()),
                 faults_seen: AtomicU64::new(sigbus::fault_count()),
                 memory_bad: AtomicBool::new(false),
+                negotiating: Mutex::new(None),
             }),
         })
     }
 
     fn conn(&self) -> &Connection {
         self.inner.conn.get_or_init(|| {
+            drop(lock(&self.inner.negotiating).take());
             let c = self.inner.frontend.connect("vhost-user frontend");
             info!("frontend connected (connection {})", c.id());
             c
@@ -235,6 +240,19 @@ impl BlkBackend {
     /// already stored). They are counted as abandoned.
     pub fn reset_pending(&self) {
         VhostUserBackend::reset_device(self);
+    }
+
+    /// A frontend has connected to the socket: counted as negotiating
+    /// until it acknowledges features (a paused VM waits before that).
+    pub fn client_arrived(&self) {
+        if self.inner.conn.get().is_none() {
+            *lock(&self.inner.negotiating) = Some(self.inner.frontend.negotiating());
+        }
+    }
+
+    /// The frontend's socket closed.
+    pub fn client_left(&self) {
+        drop(lock(&self.inner.negotiating).take());
     }
 
     fn mem(&self) -> Option<Mem> {
