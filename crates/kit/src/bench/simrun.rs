@@ -80,9 +80,15 @@ pub fn run(
 ) -> Result<BenchResults, BenchError> {
     let mut sim = Simulation::new(&sc.profile, seed);
     sim.set_keep_bw_series(true);
+    // The drive's state within phases too, about as often as a guest run
+    // samples the daemon (once a second), in model time.
+    sim.set_sampling(Some(SAMPLE_NS));
     let mut phases: Vec<PhaseResult> = Vec::new();
     let mut samples = Vec::new();
     let start = sim.now_ns();
+    // The counters of the previous sample: each sample's WAF covers the
+    // interval since it.
+    let mut prev = sim.ssd().counters();
     for (i, p) in sc.phases.iter().enumerate() {
         progress(i, &p.name);
         let gap = replay.and_then(|r| r.gaps.get(i).copied()).unwrap_or(0.0);
@@ -114,7 +120,21 @@ pub fn run(
                     .map_err(|e| BenchError::Sim(format!("phase {}: {e}", p.name)))?;
                 let now = sim.now_ns();
                 let mut run = PreconditionRun::new(sim.ssd(), now, &steps, seed);
-                let pr = run.advance(sim.ssd_mut(), u64::MAX).map_err(model_err)?;
+                // In chunks, to sample the drive on the way (the result
+                // does not depend on where chunks end).
+                let mut next = (now / SAMPLE_NS + 1) * SAMPLE_NS;
+                let pr = loop {
+                    let pr = run.advance(sim.ssd_mut(), 1 << 16).map_err(model_err)?;
+                    if pr.finished {
+                        break pr;
+                    }
+                    if pr.model_now_ns >= next {
+                        let c = sim.ssd().counters();
+                        samples.push(sample(i, (pr.model_now_ns - start) as f64 / 1e9, &prev, &c));
+                        prev = c;
+                        next = (pr.model_now_ns / SAMPLE_NS + 1) * SAMPLE_NS;
+                    }
+                };
                 sim.idle(pr.model_now_ns.saturating_sub(now));
             }
             PhaseKind::Fio { origin, text } => {
@@ -137,6 +157,10 @@ pub fn run(
                 let report = sim
                     .run_file(&jobs, &mut |_| {})
                     .map_err(|e| BenchError::Sim(format!("phase {}: {e}", p.name)))?;
+                for (t, c) in sim.take_samples() {
+                    samples.push(sample(i, (t - start) as f64 / 1e9, &prev, &c));
+                    prev = c;
+                }
                 let v: serde_json::Value =
                     serde_json::from_str(&vssd_sim::report::json(&report)).unwrap_or_default();
                 metrics::fio(&v, &mut r.metrics);
@@ -163,8 +187,15 @@ pub fn run(
                 let mut outcome = TrimOutcome::default();
                 let step = trim_range(sc.bus);
                 let mut now = sim.now_ns();
+                let mut next = (now / SAMPLE_NS + 1) * SAMPLE_NS;
                 let mut at = off;
                 while at < off + len {
+                    if now >= next {
+                        let c = sim.ssd().counters();
+                        samples.push(sample(i, (now - start) as f64 / 1e9, &prev, &c));
+                        prev = c;
+                        next = (now / SAMPLE_NS + 1) * SAMPLE_NS;
+                    }
                     let n = step.min(off + len - at);
                     outcome.add_range(sim.ssd(), at, n);
                     audit.discard_cmds += 1;
@@ -227,9 +258,10 @@ pub fn run(
         samples.push(sample(
             i,
             (sim.now_ns() - start) as f64 / 1e9,
-            &before,
+            &prev,
             &after,
         ));
+        prev = after.clone();
         r.counters_after = Some(after);
         metrics::drive(&mut r);
         phases.push(r);
@@ -287,6 +319,9 @@ fn series_of(report: &vssd_sim::RunReport) -> super::results::Series {
         write_bytes_s: to_vec(&write),
     }
 }
+
+/// How often a simulator run samples the drive, model time.
+const SAMPLE_NS: u64 = 1_000_000_000;
 
 /// A drive sample from counters at the start and end of an interval.
 pub fn sample(

@@ -80,6 +80,41 @@ pub struct Simulation {
     seed: u64,
     keep_bw_series: bool,
     epoch_s: u64,
+    sampling: Option<Sampling>,
+}
+
+/// The drive's counters taken at fixed steps of virtual time during runs
+/// ([`Simulation::set_sampling`]).
+#[derive(Debug, Clone)]
+struct Sampling {
+    every_ns: u64,
+    next_ns: u64,
+    taken: Vec<(u64, vssd_model::Counters)>,
+}
+
+/// A drive whose counters are taken whenever virtual time crosses the
+/// next sampling step (before the request that crosses it).
+struct Sampled<'a> {
+    ssd: &'a mut Ssd,
+    s: &'a mut Sampling,
+}
+
+impl Target for Sampled<'_> {
+    fn capacity(&self) -> u64 {
+        self.ssd.capacity()
+    }
+
+    #[inline]
+    fn submit(&mut self, now_ns: u64, req: &Request) -> Result<Completion, ModelError> {
+        if now_ns >= self.s.next_ns {
+            let c = self.ssd.counters();
+            while self.s.next_ns <= now_ns {
+                self.s.taken.push((self.s.next_ns, c.clone()));
+                self.s.next_ns += self.s.every_ns;
+            }
+        }
+        self.ssd.submit(now_ns, req)
+    }
 }
 
 /// I/Os a time-based job may issue at one instant before the run is declared stuck.
@@ -453,6 +488,7 @@ impl Simulation {
             seed,
             keep_bw_series: true,
             epoch_s: 0,
+            sampling: None,
         }
     }
 
@@ -464,6 +500,7 @@ impl Simulation {
             seed,
             keep_bw_series: true,
             epoch_s: 0,
+            sampling: None,
         }
     }
 
@@ -473,6 +510,36 @@ impl Simulation {
     /// to the run's virtual duration.
     pub fn set_keep_bw_series(&mut self, keep: bool) {
         self.keep_bw_series = keep;
+    }
+
+    /// Take the drive's counters every `every_ns` of virtual time while
+    /// jobs run (at the first request at or after each step; none during
+    /// idle time), for charts of the drive's state within a run; `None`
+    /// stops. Results are the same either way.
+    pub fn set_sampling(&mut self, every_ns: Option<u64>) {
+        self.sampling = every_ns.filter(|&e| e > 0).map(|every_ns| Sampling {
+            every_ns,
+            next_ns: self.now_ns.div_ceil(every_ns).max(1) * every_ns,
+            taken: Vec::new(),
+        });
+    }
+
+    /// The samples taken since the last call: (virtual time, counters).
+    pub fn take_samples(&mut self) -> Vec<(u64, vssd_model::Counters)> {
+        self.sampling
+            .as_mut()
+            .map(|s| std::mem::take(&mut s.taken))
+            .unwrap_or_default()
+    }
+
+    /// Skip the sampling steps up to `now_ns` (after time passed outside a
+    /// run: idle, or requests submitted to the drive directly).
+    fn skip_samples_to_now(&mut self) {
+        if let Some(s) = &mut self.sampling
+            && s.next_ns <= self.now_ns
+        {
+            s.next_ns = (self.now_ns / s.every_ns + 1) * s.every_ns;
+        }
     }
 
     /// The drive.
@@ -513,7 +580,17 @@ impl Simulation {
         if self.keep_bw_series {
             plan.keep_all_bw_series();
         }
-        let (reports, sim_ops, end) = run_plan(&mut self.ssd, &plan, start, progress)?;
+        self.skip_samples_to_now();
+        let (reports, sim_ops, end) = match &mut self.sampling {
+            None => run_plan(&mut self.ssd, &plan, start, progress)?,
+            Some(s) => {
+                let mut dev = Sampled {
+                    ssd: &mut self.ssd,
+                    s,
+                };
+                run_plan(&mut dev, &plan, start, progress)?
+            }
+        };
         self.now_ns = end;
         Ok(RunReport {
             profile: self.ssd.profile().name.clone(),

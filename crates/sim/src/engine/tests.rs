@@ -619,3 +619,32 @@ fn rate_iops_and_rate_space_the_requests() {
     assert!((990_000_000..=1_010_000_000).contains(&rt), "{rt}");
     assert!(parse("[a]\nrate_iops=10,20\n", "x.fio").is_err());
 }
+
+/// Sampling takes the drive's counters at each step of virtual time
+/// during a run and changes nothing in the run's results.
+#[test]
+fn sampling_steps_through_virtual_time_and_changes_no_result() {
+    let p = vssd_profile::Profile::load_with_capacity("sata-mlc-2011", Some(256 << 20)).unwrap();
+    let jf = parse("[w]\nrw=randwrite\nbs=4k\nsize=100%\niodepth=32\n", "t").unwrap();
+    let mut plain = Simulation::new(&p, 3);
+    let a = plain.run_file(&jf, &mut |_| {}).unwrap();
+    let mut sampled = Simulation::new(&p, 3);
+    sampled.set_sampling(Some(100_000_000));
+    let b = sampled.run_file(&jf, &mut |_| {}).unwrap();
+    assert_eq!(a.counters, b.counters);
+    assert_eq!(a.end_ns, b.end_ns);
+    let s = sampled.take_samples();
+    let expect = (b.end_ns / 100_000_000) as usize;
+    assert!(
+        s.len() + 1 >= expect && s.len() <= expect,
+        "{} vs {expect}",
+        s.len()
+    );
+    assert!(s.windows(2).all(|w| w[1].0 == w[0].0 + 100_000_000));
+    assert!(
+        s.windows(2)
+            .all(|w| w[1].1.host_written_bytes >= w[0].1.host_written_bytes)
+    );
+    assert!(s.last().unwrap().1.host_written_bytes < b.counters.host_written_bytes);
+    assert!(sampled.take_samples().is_empty(), "taken once");
+}

@@ -291,13 +291,18 @@ pub(super) fn draw_plot<DB: DrawingBackend>(
         .axis_style(MUTED)
         .draw()?;
 
-    for l in &plot.lines {
+    let clamped: Vec<Vec<(f64, f64)>> = plot
+        .lines
+        .iter()
+        .map(|l| clamp_points(&l.points, (x0, x1), (y0, y1)))
+        .collect();
+    for (l, pts) in plot.lines.iter().zip(&clamped) {
         let style = ShapeStyle {
             color: l.colour.to_rgba(),
             filled: false,
             stroke_width: 2,
         };
-        let pts = clamp_points(&l.points, (x0, x1), (y0, y1));
+        let pts = pts.clone();
         if pts.len() == 1 {
             chart.draw_series(pts.iter().map(|p| Circle::new(*p, 3, style.filled())))?;
         } else if l.dashed {
@@ -306,5 +311,37 @@ pub(super) fn draw_plot<DB: DrawingBackend>(
             chart.draw_series(LineSeries::new(pts, style))?;
         }
     }
+    // A line drawn over exactly by a later one would vanish: ring its
+    // points (a dozen at most) so it can be seen underneath.
+    for (i, l) in plot.lines.iter().enumerate() {
+        if clamped[i].len() < 2 || !hidden_under_later(&clamped, i, y1 - y0) {
+            continue;
+        }
+        let style = ShapeStyle {
+            color: l.colour.to_rgba(),
+            filled: false,
+            stroke_width: 2,
+        };
+        let step = clamped[i].len().div_ceil(12).max(1);
+        chart.draw_series(
+            clamped[i]
+                .iter()
+                .step_by(step)
+                .map(|p| Circle::new(*p, 5, style)),
+        )?;
+    }
     draw_legend(&legend, &plot.legend)
+}
+
+/// Whether line `i` lies under a line drawn after it: the same x values
+/// and every y within half a per cent of the axis span.
+pub(super) fn hidden_under_later(lines: &[Vec<(f64, f64)>], i: usize, y_span: f64) -> bool {
+    let a = &lines[i];
+    let tol = 0.005 * y_span.abs().max(f64::MIN_POSITIVE);
+    lines[i + 1..].iter().any(|b| {
+        b.len() == a.len()
+            && a.iter().zip(b).all(|(p, q)| {
+                (p.0 - q.0).abs() <= 1e-9 * (1.0 + p.0.abs()) && (p.1 - q.1).abs() <= tol
+            })
+    })
 }

@@ -643,6 +643,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_line_under_an_identical_later_line_is_found() {
+        let a = vec![(0.0, 100.0), (1.0, 200.0), (2.0, 150.0)];
+        let same = vec![(0.0, 100.2), (1.0, 199.9), (2.0, 150.0)];
+        let other = vec![(0.0, 100.0), (1.0, 120.0), (2.0, 150.0)];
+        let lines = vec![a.clone(), other.clone(), same];
+        assert!(draw::hidden_under_later(&lines, 0, 250.0));
+        assert!(!draw::hidden_under_later(&lines, 1, 250.0));
+        assert!(
+            !draw::hidden_under_later(&lines, 2, 250.0),
+            "last is on top"
+        );
+        assert!(!draw::hidden_under_later(&[a, other], 0, 250.0));
+    }
+
+    #[test]
     fn nice_ceil_rounds_up_to_round_numbers() {
         assert_eq!(nice_ceil(174.0), 200.0);
         assert_eq!(nice_ceil(82.0), 100.0);
