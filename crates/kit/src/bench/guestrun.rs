@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::BenchError;
+use super::dilation;
 use super::metrics;
 use super::progress::Progress;
 use super::results::{BenchResults, DriveSample, Environment, Mode, PhaseResult, Surface};
@@ -20,6 +21,7 @@ use super::simrun::{sample, unix_now};
 use crate::demo::Fs;
 use crate::guest::{Guest, ensure_image};
 use crate::serve::ServeProcess;
+use vssd_common::clock::TimeScale;
 use vssd_ctl::protocol::{CtlRequest, PreconditionResult};
 use vssd_device::report::TrimReport;
 use vssd_model::Counters;
@@ -40,6 +42,9 @@ pub struct GuestOptions {
     pub expected_bytes: Vec<u64>,
     /// Accelerator (None: detect).
     pub accel: Option<crate::guest::Accel>,
+    /// Time dilation: `vssd serve --time-scale K`; every figure the guest
+    /// measures on the wall clock is converted back to the drive's time.
+    pub time_scale: TimeScale,
 }
 
 fn mkfs(fs: Fs, dev: &str, discard: bool) -> String {
@@ -64,7 +69,7 @@ const HIDDEN_IN_GUEST: [&str; 3] = ["/tmp/", "/dev/shm/", "/run/"];
 /// A path of `exe` that the test guest can see: itself, or, for a binary
 /// under a directory the guest hides (e.g. a checkout in /tmp), a copy in
 /// a private directory under /var/tmp, removed when the guard drops.
-fn guest_visible(
+pub(super) fn guest_visible(
     exe: &std::path::Path,
 ) -> Result<(std::path::PathBuf, Option<tempfile::TempDir>), BenchError> {
     let shown = exe.display().to_string();
@@ -86,7 +91,7 @@ fn guest_visible(
     Ok((copy, Some(dir)))
 }
 
-fn script(sc: &Scenario, range: std::ops::Range<usize>, exe: &str) -> String {
+fn script(sc: &Scenario, range: std::ops::Range<usize>, exe: &str, k: TimeScale) -> String {
     let dev = sc.bus.guest_dev();
     let mut s = format!("set -e\nexport {DEV_VAR}={dev}\nup() {{ cut -d' ' -f1 /proc/uptime; }}\n");
     for i in range {
@@ -130,7 +135,10 @@ fn script(sc: &Scenario, range: std::ops::Range<usize>, exe: &str) -> String {
                     mkfs(*fs, &dev, false)
                 )),
             },
-            PhaseKind::Idle { seconds } => s.push_str(&format!("sleep {seconds}\n")),
+            // Idle in the drive's time: K times as long on the wall clock.
+            PhaseKind::Idle { seconds } => {
+                s.push_str(&format!("sleep {}\n", seconds * k.factor()))
+            }
             _ => {}
         }
         s.push_str(&format!("echo \"@@PHASE-END {i} $(up)\"\n"));
@@ -141,7 +149,7 @@ fn script(sc: &Scenario, range: std::ops::Range<usize>, exe: &str) -> String {
 }
 
 /// Files the guest printed: path → contents.
-fn files(output: &str) -> BTreeMap<String, String> {
+pub(super) fn files(output: &str) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     let mut lines = output.lines();
     while let Some(l) = lines.next() {
@@ -225,6 +233,8 @@ pub fn run(
         sc.capacity.to_string(),
         "--memory".to_string(),
         "--realtime".to_string(),
+        "--time-scale".to_string(),
+        o.time_scale.to_string(),
     ];
     let serve = ServeProcess::start(&o.exe, &o.dir, sc.bus, 2, &args)?;
     let start = Instant::now();
@@ -338,6 +348,7 @@ pub fn run(
             last_end = Some(after.at);
             r.counters_before = Some(before.counters);
             r.counters_after = Some(after.counters);
+            dilation::phase_to_drive_time(&mut r, o.time_scale);
             metrics::drive(&mut r);
             progress.end(first, &r);
             phases.push(r);
@@ -399,7 +410,11 @@ pub fn run(
             .accel(accel)
             .disk(serve.disk())
             .cancel_on(o.cancel.clone())
-            .run_script_streaming(&script(sc, seg.clone(), &exe), o.timeout, on_line);
+            .run_script_streaming(
+                &script(sc, seg.clone(), &exe, o.time_scale),
+                o.timeout,
+                on_line,
+            );
         let run = match run {
             Ok(r) => r,
             Err(e) => {
@@ -440,13 +455,6 @@ pub fn run(
             last_end = Some(e.at);
             r.counters_before = Some(b.counters.clone());
             r.counters_after = Some(e.counters.clone());
-            // Little's law: requests in the drive on average.
-            if r.wall_s > 0.0 {
-                r.metrics.insert(
-                    "drive_qd".into(),
-                    (e.modelled_ns - b.modelled_ns).max(0.0) / (r.wall_s * 1e9),
-                );
-            }
             match &sc.phases[i].kind {
                 PhaseKind::Fio { .. } => {
                     if let Some(j) = out.get(&format!("/tmp/fio{i}.json")) {
@@ -491,6 +499,16 @@ pub fn run(
                 }
                 _ => {}
             }
+            // Everything measured on the wall clock, in the drive's time.
+            dilation::phase_to_drive_time(&mut r, o.time_scale);
+            // Little's law: requests in the drive on average (the daemon's
+            // modelled latencies are in the drive's time already).
+            if r.wall_s > 0.0 {
+                r.metrics.insert(
+                    "drive_qd".into(),
+                    (e.modelled_ns - b.modelled_ns).max(0.0) / (r.wall_s * 1e9),
+                );
+            }
             metrics::drive(&mut r);
             progress.end(i, &r);
             phases.push(r);
@@ -512,9 +530,10 @@ pub fn run(
     stop.store(true, Ordering::SeqCst);
     let _ = sampler.join();
     drop(serve);
-    let samples = Arc::try_unwrap(samples)
+    let mut samples = Arc::try_unwrap(samples)
         .map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()))
         .unwrap_or_default();
+    dilation::samples_to_drive_time(&mut samples, o.time_scale);
     Ok(BenchResults {
         scenario: sc.name.clone(),
         description: sc.description.clone(),
@@ -531,6 +550,8 @@ pub fn run(
         comparison: Vec::new(),
         sim: None,
         incomplete,
+        time_scale: o.time_scale.factor(),
+        time_scale_reason: None,
     })
 }
 

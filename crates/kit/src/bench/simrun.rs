@@ -257,6 +257,8 @@ pub fn run(
         comparison: Vec::new(),
         sim: None,
         incomplete: None,
+        time_scale: 1.0,
+        time_scale_reason: None,
     })
 }
 
