@@ -731,6 +731,22 @@ impl Device {
         Ok(())
     }
 
+    /// Let the drive idle `ns` of model time at once: its idle-time work
+    /// (erases, background garbage collection) runs up to `ns` from now,
+    /// and the model clock moves on by `ns` (the offset grows, as after a
+    /// precondition), so the next request finds the drive as after that
+    /// much idleness.
+    pub fn idle(&self, ns: u64) -> Result<(), DeviceError> {
+        if let Some(why) = self.stopped() {
+            return Err(DeviceError::Stopped(why.into()));
+        }
+        let mut m = self.lock();
+        let now = self.model_clock(self.now_ns()) + m.offset_ns;
+        m.ssd.catch_up(now.saturating_add(ns));
+        m.offset_ns = m.offset_ns.saturating_add(ns);
+        Ok(())
+    }
+
     /// Age the drive in model time (no data is touched, except that a
     /// TRIM-all step also zeroes the store, as a drive's TRIM does). The
     /// work runs in chunks of about [`PRECONDITION_CHUNK`] of wall time;

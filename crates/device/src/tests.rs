@@ -274,3 +274,35 @@ fn a_dilated_drive_completes_k_times_later_and_reports_its_own_time() {
     assert_eq!(r1.drive.time_scale, 1.0);
     assert_eq!(r4.drive.time_scale, 4.0);
 }
+
+#[test]
+fn idle_lets_the_drive_catch_up_at_once() {
+    let after_burst = |idle_ns: Option<u64>| {
+        let dev = device(DataLocation::Memory, None);
+        let conn = dev.register_frontend("test", "", "").connect("");
+        let mut data = vec![5u8; 1 << 20];
+        for i in 0..64u64 {
+            dev.write(&conn, i << 20, &[VolatileSlice::from(&mut data[..])], false)
+                .complete(0);
+        }
+        if let Some(ns) = idle_ns {
+            dev.idle(ns).unwrap();
+        }
+        let w = dev.write(
+            &conn,
+            100 << 20,
+            &[VolatileSlice::from(&mut data[..])],
+            false,
+        );
+        w.due_ns() - w.submit_ns()
+    };
+    let busy = after_burst(None);
+    let rested = after_burst(Some(10_000_000_000));
+    // 64 MiB queued behind the link and the NAND; after 10 s of idleness
+    // the drive has drained it and takes the next MiB at once.
+    assert!(busy > 50_000_000, "{busy} ns behind 64 MiB");
+    assert!(
+        rested * 10 < busy,
+        "{rested} ns after idling, {busy} ns without"
+    );
+}

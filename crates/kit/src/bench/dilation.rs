@@ -10,14 +10,18 @@
 //! ÷ `K`, bandwidth and IOPS × `K`, latencies ÷ `K`).
 //!
 //! `auto` measures whether that is needed: before the run, one guest boot
-//! on an undilated drive runs a short surface pass of each request shape
-//! the scenario's expectations read (surface phases as they are; fio
-//! phases as bursts of the job's block size at its queue depth), and the
-//! simulator runs the same passes on the same fresh drive. Where the guest
-//! reaches less than [`GUEST_BOUND_RATIO`] of the drive's throughput, the
-//! guest, not the drive, set its figure: `K` is then the ratio of the two
-//! times [`HEADROOM`] (so the guest's own per-request time is at most
-//! half of the dilated drive's), rounded up to a half.
+//! on a drive dilated by [`PROBE_SCALE`] runs a short surface pass of each
+//! request shape the scenario's expectations read (surface phases as they
+//! are; fio phases as bursts of the job's block size at its queue depth),
+//! and the simulator runs the same passes on the same fresh drive. Per
+//! burst, the guest's wall time less `PROBE_SCALE` × the drive's time is
+//! the guest's own time `o` (submitting, completing, waking up: under TCG
+//! a few ms per burst, which grows as the guest idles more between
+//! completions and levels off from K ≈ 3; the probe measures it dilated
+//! for that reason). `K` is the smallest scale at which `o` is at most
+//! [`OWN_SHARE`] of the dilated drive's time per burst `T × K`:
+//! `K = o / (OWN_SHARE × T)`, at least 1, rounded up to a half, at most
+//! [`AUTO_MAX`]; the worst shape decides.
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
@@ -34,13 +38,12 @@ use crate::serve::ServeProcess;
 use vssd_common::clock::TimeScale;
 use vssd_sim::Simulation;
 
-/// The guest reaching less than this fraction of the drive's throughput
-/// is guest-bound.
-pub const GUEST_BOUND_RATIO: f64 = 0.9;
+/// The time scale the probe runs at.
+pub const PROBE_SCALE: f64 = 4.0;
 
-/// `K` = (drive ÷ guest throughput) × this: the dilated drive is then at
-/// most half as fast as the guest's ceiling.
-pub const HEADROOM: f64 = 2.0;
+/// The guest's own time per burst may be at most this share of the
+/// dilated drive's.
+pub const OWN_SHARE: f64 = 0.15;
 
 /// The largest `K` `auto` picks (a larger one is named, not used).
 pub const AUTO_MAX: f64 = 50.0;
@@ -122,39 +125,53 @@ pub struct ProbeResult {
     pub phase: String,
     /// The shape.
     pub what: String,
-    /// Median throughput the guest reached on the undilated drive, bytes/s.
-    pub guest_bw: f64,
-    /// Median throughput of the same pass in the simulator, bytes/s.
-    pub drive_bw: f64,
+    /// Median time of a burst in the guest on the drive dilated by
+    /// [`PROBE_SCALE`], wall clock, s.
+    pub guest_wall_s: f64,
+    /// Median time of the same burst in the simulator (the drive's), s.
+    pub drive_s: f64,
+}
+
+impl ProbeResult {
+    /// The guest's own time per burst, wall clock, s.
+    pub fn own_s(&self) -> f64 {
+        (self.guest_wall_s - PROBE_SCALE * self.drive_s).max(0.0)
+    }
+
+    /// The scale at which that is [`OWN_SHARE`] of the dilated drive's time.
+    pub fn needed(&self) -> f64 {
+        self.own_s() / (OWN_SHARE * self.drive_s)
+    }
 }
 
 /// `K` for what the probe measured, and a sentence saying why.
 pub fn choose(probes: &[ProbeResult]) -> (TimeScale, String) {
     let worst = probes
         .iter()
-        .filter(|p| p.guest_bw > 0.0 && p.drive_bw > 0.0)
-        .max_by(|a, b| (a.drive_bw / a.guest_bw).total_cmp(&(b.drive_bw / b.guest_bw)));
+        .filter(|p| p.guest_wall_s > 0.0 && p.drive_s > 0.0)
+        .max_by(|a, b| a.needed().total_cmp(&b.needed()));
     let Some(w) = worst else {
         return (
             TimeScale::ONE,
             "auto: nothing the expectations read could be probed".into(),
         );
     };
-    let ratio = w.drive_bw / w.guest_bw;
     let measured = format!(
-        "the guest reached {:.1} MB/s where the drive does {:.1} MB/s ({} of phase {})",
-        w.guest_bw / 1e6,
-        w.drive_bw / 1e6,
+        "probe at K = {PROBE_SCALE}: a burst of {} (phase {}) took the guest {:.2} ms where the \
+         drive takes {:.2} ms × {PROBE_SCALE}, {:.2} ms of the guest's own",
         w.what,
-        w.phase
+        w.phase,
+        w.guest_wall_s * 1e3,
+        w.drive_s * 1e3,
+        w.own_s() * 1e3
     );
-    if ratio * GUEST_BOUND_RATIO <= 1.0 {
+    let k = (w.needed() * 2.0).ceil() / 2.0;
+    if k <= 1.0 {
         return (
             TimeScale::ONE,
             format!("auto: {measured}: the guest keeps up, no dilation"),
         );
     }
-    let k = ((ratio * HEADROOM) * 2.0).ceil() / 2.0;
     if k > AUTO_MAX {
         return (
             TimeScale::new(AUTO_MAX).unwrap_or(TimeScale::ONE),
@@ -163,7 +180,10 @@ pub fn choose(probes: &[ProbeResult]) -> (TimeScale, String) {
     }
     (
         TimeScale::new(k).unwrap_or(TimeScale::ONE),
-        format!("auto: {measured}"),
+        format!(
+            "auto: {measured}; at K = {k} that is at most {:.0} % of the drive's time",
+            OWN_SHARE * 100.0
+        ),
     )
 }
 
@@ -247,20 +267,24 @@ pub fn probe_passes(sc: &Scenario) -> Vec<(String, Pass)> {
 
 fn describe(p: &Pass) -> String {
     format!(
-        "{} {} KiB at QD {}",
+        "{} KiB {} at QD {}",
+        p.block / 1024,
         match p.op {
             SurfaceOp::Read => "reads",
             SurfaceOp::Write => "writes",
         },
-        p.block / 1024,
         p.depth
     )
 }
 
-fn median(s: &Surface) -> f64 {
+/// Median time of a burst of `s`, s (0 if none was measured).
+fn median_burst_s(s: &Surface) -> f64 {
     let mut m = BTreeMap::new();
     metrics::surface(s, &mut m);
-    m.get("median_bw").copied().unwrap_or(0.0)
+    match m.get("median_bw") {
+        Some(&bw) if bw > 0.0 => s.burst as f64 / bw,
+        _ => 0.0,
+    }
 }
 
 /// Where and how to probe.
@@ -279,7 +303,7 @@ pub struct ProbeOptions<'a> {
     pub seed: u64,
 }
 
-/// Measure the scenario's probe passes in a guest on an undilated drive
+/// Measure the scenario's probe passes in a guest on a drive dilated by [`PROBE_SCALE`]
 /// (its own `vssd serve`, stopped afterwards: the run starts from a new,
 /// fresh drive) and in the simulator, and choose `K`.
 pub fn probe(
@@ -324,6 +348,8 @@ pub fn probe(
         sc.capacity.to_string(),
         "--memory".to_string(),
         "--realtime".to_string(),
+        "--time-scale".to_string(),
+        PROBE_SCALE.to_string(),
     ];
     let run = {
         let serve = ServeProcess::start(o.exe, o.dir, sc.bus, 2, &args)?;
@@ -358,8 +384,8 @@ pub fn probe(
         results.push(ProbeResult {
             phase: phase.clone(),
             what: describe(pass),
-            guest_bw: median(&guest),
-            drive_bw: median(&model),
+            guest_wall_s: median_burst_s(&guest),
+            drive_s: median_burst_s(&model),
         });
     }
     let (k, why) = choose(&results);
@@ -440,26 +466,29 @@ mod tests {
     }
 
     #[test]
-    fn k_follows_how_far_the_guest_fell_short() {
-        let p = |g: f64, d: f64| ProbeResult {
+    fn k_hides_the_guests_own_time_behind_the_drives() {
+        let p = |guest_ms: f64, drive_ms: f64| ProbeResult {
             phase: "fresh".into(),
-            what: "writes 128 KiB at QD 4".into(),
-            guest_bw: g * 1e6,
-            drive_bw: d * 1e6,
+            what: "1 MiB of 128 KiB writes at QD 4".into(),
+            guest_wall_s: guest_ms / 1e3,
+            drive_s: drive_ms / 1e3,
         };
-        // Keeping up (within 10 %): no dilation.
-        assert!(choose(&[p(250.0, 270.0)]).0.is_one());
-        // A third of the drive's speed: K = 3 × 2.
-        let (k, why) = choose(&[p(80.0, 240.0)]);
-        assert_eq!(k.factor(), 6.0);
-        assert!(
-            why.contains("80.0 MB/s") && why.contains("240.0 MB/s"),
-            "{why}"
-        );
+        // The guest adds nothing to the dilated drive's 4 × 3.8 ms: K = 1.
+        let (k, why) = choose(&[p(15.2, 3.8)]);
+        assert!(k.is_one(), "{why}");
+        assert!(why.contains("keeps up"), "{why}");
+        // 0.2 ms of its own per burst of 4 ms: 0.2 / (0.15 × 4) < 1.
+        assert!(choose(&[p(16.2, 4.0)]).0.is_one());
+        // SATA under TCG: 4.8 ms of its own per 3.8 ms burst → 8.4 → 8.5.
+        let (k, why) = choose(&[p(20.0, 3.8)]);
+        assert_eq!(k.factor(), 8.5, "{why}");
+        assert!(why.contains("20.00 ms") && why.contains("3.80 ms"), "{why}");
         // The worst shape decides, rounded up to a half.
-        let (k, _) = choose(&[p(200.0, 240.0), p(100.0, 130.0)]);
-        assert_eq!(k.factor(), 3.0);
-        let (k, why) = choose(&[p(1.0, 500.0)]);
+        let (k, _) = choose(&[p(20.0, 3.8), p(4.5, 1.0)]);
+        assert_eq!(k.factor(), 8.5);
+        let (k, _) = choose(&[p(4.0, 0.9), p(4.5, 1.0)]);
+        assert_eq!(k.factor(), 3.5);
+        let (k, why) = choose(&[p(500.0, 1.0)]);
         assert_eq!(k.factor(), AUTO_MAX);
         assert!(why.contains("would be needed"), "{why}");
         assert!(choose(&[]).0.is_one());

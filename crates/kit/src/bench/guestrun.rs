@@ -61,6 +61,18 @@ fn mkfs(fs: Fs, dev: &str, discard: bool) -> String {
     }
 }
 
+/// Drive time an `idle` phase of `seconds` lets pass at once in a run
+/// dilated by `k`: the guest sleeps `seconds` of wall time, which are
+/// `seconds / K` of the drive's, and the drive idles the remaining
+/// `seconds × (1 − 1/K)` at the phase's start (`ctl idle`), so that it
+/// idles the phase's `seconds` of its own time in all. None at K = 1.
+pub fn idle_fast_forward_ns(seconds: f64, k: TimeScale) -> Option<u64> {
+    if k.is_one() || seconds.is_nan() || seconds <= 0.0 {
+        return None;
+    }
+    Some((seconds * (1.0 - 1.0 / k.factor()) * 1e9) as u64)
+}
+
 /// The guest script of phases `range`.
 /// Directories the test guest mounts its own tmpfs over, hiding the
 /// host's files there.
@@ -91,7 +103,7 @@ pub(super) fn guest_visible(
     Ok((copy, Some(dir)))
 }
 
-fn script(sc: &Scenario, range: std::ops::Range<usize>, exe: &str, k: TimeScale) -> String {
+fn script(sc: &Scenario, range: std::ops::Range<usize>, exe: &str) -> String {
     let dev = sc.bus.guest_dev();
     let mut s = format!("set -e\nexport {DEV_VAR}={dev}\nup() {{ cut -d' ' -f1 /proc/uptime; }}\n");
     for i in range {
@@ -135,10 +147,10 @@ fn script(sc: &Scenario, range: std::ops::Range<usize>, exe: &str, k: TimeScale)
                     mkfs(*fs, &dev, false)
                 )),
             },
-            // Idle in the drive's time: K times as long on the wall clock.
-            PhaseKind::Idle { seconds } => {
-                s.push_str(&format!("sleep {}\n", seconds * k.factor()))
-            }
+            // The phase's seconds of wall time; in a dilated run the host
+            // lets the drive idle the rest of them at once (see
+            // `idle_fast_forward_ns`).
+            PhaseKind::Idle { seconds } => s.push_str(&format!("sleep {seconds}\n")),
             _ => {}
         }
         s.push_str(&format!("echo \"@@PHASE-END {i} $(up)\"\n"));
@@ -392,6 +404,15 @@ pub fn run(
                 .unwrap_or_else(|e| e.into_inner())
                 .insert((i, begin), up);
             if let Some(p) = sc.phases.get(i) {
+                // Dilated idle: the guest sleeps the phase's seconds of wall
+                // time (seconds / K of the drive's); the rest of the drive's
+                // idle time passes at once.
+                if let (true, PhaseKind::Idle { seconds }) = (begin, &p.kind)
+                    && let Some(ns) = idle_fast_forward_ns(*seconds, o.time_scale)
+                    && let Err(e) = serve.idle(ns)
+                {
+                    *failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(e.to_string());
+                }
                 if begin {
                     phase_now.store(i, Ordering::SeqCst);
                     progress.begin(
@@ -410,11 +431,7 @@ pub fn run(
             .accel(accel)
             .disk(serve.disk())
             .cancel_on(o.cancel.clone())
-            .run_script_streaming(
-                &script(sc, seg.clone(), &exe, o.time_scale),
-                o.timeout,
-                on_line,
-            );
+            .run_script_streaming(&script(sc, seg.clone(), &exe), o.timeout, on_line);
         let run = match run {
             Ok(r) => r,
             Err(e) => {
@@ -501,12 +518,31 @@ pub fn run(
             }
             // Everything measured on the wall clock, in the drive's time.
             dilation::phase_to_drive_time(&mut r, o.time_scale);
+            if let PhaseKind::Idle { seconds } = &sc.phases[i].kind
+                && let Some(ns) = idle_fast_forward_ns(*seconds, o.time_scale)
+            {
+                // The drive idled that much more than the guest slept.
+                r.wall_s += ns as f64 / 1e9;
+            }
             // Little's law: requests in the drive on average (the daemon's
-            // modelled latencies are in the drive's time already).
-            if r.wall_s > 0.0 {
+            // modelled latencies are in the drive's time already) — over
+            // a surface pass's bursts, the time the simulator's figure
+            // (its depth) stands for; over the whole phase otherwise.
+            let busy_s = r
+                .surface
+                .as_ref()
+                .map(|s| {
+                    s.points
+                        .iter()
+                        .filter(|q| q.bytes_s > 0.0)
+                        .map(|q| s.burst as f64 / q.bytes_s)
+                        .sum::<f64>()
+                })
+                .unwrap_or(r.wall_s);
+            if busy_s > 0.0 {
                 r.metrics.insert(
                     "drive_qd".into(),
-                    (e.modelled_ns - b.modelled_ns).max(0.0) / (r.wall_s * 1e9),
+                    (e.modelled_ns - b.modelled_ns).max(0.0) / (busy_s * 1e9),
                 );
             }
             metrics::drive(&mut r);
