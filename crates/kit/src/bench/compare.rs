@@ -250,6 +250,11 @@ fn result(r: &BenchResults) -> String {
     let failed = r.expects.iter().filter(|e| e.failed()).count();
     match (&r.incomplete, failed) {
         (Some(why), _) => format!("incomplete ({why})"),
+        (None, 0) if r.inconclusive() > 0 => format!(
+            "passed ({} expectations, {} inconclusive: guest-bound)",
+            r.expects.len(),
+            r.inconclusive()
+        ),
         (None, 0) => format!("passed ({} expectations)", r.expects.len()),
         (None, n) => format!("failed ({n} of {} expectations)", r.expects.len()),
     }

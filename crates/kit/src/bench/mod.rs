@@ -549,11 +549,16 @@ fn run_cmd(a: RunArgs) -> Result<(), BenchError> {
             dir: dir.path().to_path_buf(),
             timeout: Duration::from_secs(a.timeout),
             cancel: cancel.clone(),
-            // Wall time: the drive's time × K.
+            // Wall time: the drive's time × K (idle phases: their seconds,
+            // the rest passes at once).
             expected_s: predicted
                 .phases
                 .iter()
-                .map(|p| p.model_s * time_scale.factor())
+                .zip(&sc.phases)
+                .map(|(p, ph)| match ph.kind {
+                    PhaseKind::Idle { .. } => p.model_s,
+                    _ => p.model_s * time_scale.factor(),
+                })
                 .collect(),
             expected_bytes: expected_bytes.clone(),
             accel: Some(accel),
