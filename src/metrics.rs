@@ -187,6 +187,12 @@ fn encode_report(dev: &Device, r: &StatsReport, e: &mut Enc<'_, '_>) -> std::fmt
         d.rss_bytes as f64,
     )?;
     e.gauge(
+        "vssd_time_scale",
+        "Time dilation K (serve --time-scale): the drive's clock runs K times slower than the \
+         wall clock; latencies and lateness here are in the drive's time",
+        d.time_scale,
+    )?;
+    e.gauge(
         "vssd_stopped",
         "1 if the drive stopped after an internal failure",
         if d.stopped.is_some() { 1.0 } else { 0.0 },
@@ -598,6 +604,7 @@ mod tests {
                 data: DataLocation::Memory,
                 state_file: None,
                 seed: 1,
+                time_scale: Default::default(),
             })
             .unwrap(),
         );
@@ -624,6 +631,7 @@ mod tests {
                 data: DataLocation::Memory,
                 state_file: None,
                 seed: 1,
+                time_scale: Default::default(),
             })
             .unwrap(),
         );

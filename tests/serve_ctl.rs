@@ -577,3 +577,57 @@ fn stats_show_clients_that_are_still_negotiating() {
     }
     s.stop_ok();
 }
+
+#[test]
+fn a_dilated_daemon_says_so_and_idles_on_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = [
+        "--profile",
+        "sata-slc-2009",
+        "--capacity",
+        "64M",
+        "--memory",
+    ];
+    // Undilated, nothing in the report says otherwise (the JSON as before).
+    let plain = Serve::start(dir.path(), &base);
+    assert!(
+        plain.stats()["drive"].get("time_scale").is_none(),
+        "{}",
+        plain.stats()["drive"]
+    );
+    drop(plain);
+    let mut args = base.to_vec();
+    args.extend(["--time-scale", "2.5"]);
+    let serve = Serve::start(dir.path(), &args);
+    assert_eq!(serve.stats()["drive"]["time_scale"], 2.5);
+    assert_eq!(serve.report().drive.time_scale, 2.5);
+    let text = Command::new(VSSD)
+        .args(["ctl", "--control"])
+        .arg(&serve.control)
+        .arg("stats")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("time scale   2.5: the drive's clock runs 2.5× slower"),
+        "{text}"
+    );
+    assert!(
+        serve
+            .log_text()
+            .contains("time dilation: the drive's clock runs 2.5× slower"),
+        "{}",
+        serve.log_text()
+    );
+    let r = raw_lines(&serve.control, "{\"cmd\":\"idle\",\"ns\":1000000000}\n");
+    assert_eq!(r[0]["ok"], true, "{r:?}");
+    assert_eq!(r[0]["result"]["model_ns"], 1_000_000_000u64);
+    drop(serve);
+    for bad in ["0.5", "2000", "slow"] {
+        let err = serve_fails(
+            dir.path(),
+            &["--profile", "instant", "--memory", "--time-scale", bad],
+        );
+        assert!(err.contains("--time-scale"), "{bad}: {err}");
+    }
+}

@@ -32,6 +32,7 @@ use vmm_sys_util::eventfd::{EFD_NONBLOCK, EventFd};
 use self::signals::{block_signals, wait_signal};
 use self::sockets::{bind_socket, claim_socket_path, group_id, parse_mode};
 use self::vhost::{Conn, stop_connection};
+use vssd_common::clock::TimeScale;
 use vssd_ctl::server;
 use vssd_device::files::{self, DirLock, FileError};
 use vssd_device::scheduler::{SchedPolicy, Timing};
@@ -117,6 +118,13 @@ pub struct ServeArgs {
     /// Seed of the model's random choices.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Time dilation: the drive model's clock runs K times slower than the
+    /// wall clock (1 to 1000, e.g. `4` or `2.5`), so that a guest too slow
+    /// to keep the drive busy (emulated CPU, TCG) keeps a K-times slower
+    /// drive busy. Requests complete K times later in wall time; `ctl
+    /// stats`, the metrics and the TRIM log report the drive's own time.
+    #[arg(long, value_name = "K", default_value_t = TimeScale::ONE)]
+    pub time_scale: TimeScale,
     /// Serve the drive's statistics in the Prometheus text format at
     /// `http://ADDR/metrics` (e.g. `127.0.0.1:9187`): counters, latency
     /// and lateness histograms, the same numbers as `vssd ctl stats`.
@@ -329,6 +337,7 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         data: data.clone(),
         state_file,
         seed: args.seed,
+        time_scale: args.time_scale,
     })?);
 
     // Sockets are bound in a private directory, given their final mode
@@ -382,6 +391,13 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
             DataLocation::Memory => "in memory".into(),
         }
     );
+    if !args.time_scale.is_one() {
+        info!(
+            "time dilation: the drive's clock runs {}× slower than the wall clock \
+             (requests complete {}× later; ctl stats and the metrics report the drive's time)",
+            args.time_scale, args.time_scale
+        );
+    }
 
     let stopping = Arc::new(AtomicBool::new(false));
     let current: Arc<Mutex<Option<Conn>>> = Arc::new(Mutex::new(None));

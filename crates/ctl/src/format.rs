@@ -122,6 +122,14 @@ pub fn stats(r: &StatsReport) -> String {
             format_size(d.rss_bytes)
         );
     }
+    if d.time_scale != 1.0 {
+        let _ = writeln!(
+            o,
+            "time scale   {}: the drive's clock runs {}× slower than the wall clock; \
+             latencies and rates below are the drive's",
+            d.time_scale, d.time_scale
+        );
+    }
     if let Some(why) = &d.stopped {
         let _ = writeln!(o, "STOPPED      {why}");
     }
@@ -487,6 +495,7 @@ mod tests {
                 data: DataLocation::Memory,
                 state_file: None,
                 seed: 1,
+                time_scale: Default::default(),
             })
             .unwrap();
             stats(&dev.report())

@@ -1,6 +1,6 @@
 //! Control-socket protocol: one JSON object per line each way.
 //!
-//! Requests: `{"cmd":"stats"}`, `{"cmd":"secure-erase"}`,
+//! Requests: `{"cmd":"stats"}`, `{"cmd":"secure-erase"}`, `{"cmd":"idle","ns":5000000000}`,
 //! `{"cmd":"precondition","steps":[{"step":"fill-seq","bs":131072},
 //! {"step":"random","bs":4096,"amount":"2x"}],"seed":1,"progress":true}`.
 //! Replies: `{"ok":true,"result":{...}}` or `{"ok":false,"error":"..."}`;
@@ -46,6 +46,24 @@ pub enum CtlRequest {
         #[serde(default)]
         progress: bool,
     },
+    /// Let the drive idle this much model time at once: its background
+    /// work (erases, garbage collection, write-buffer drain) runs as if
+    /// that time had passed without requests, and its clock moves on by
+    /// it (as after a precondition). A time-dilated bench uses it for
+    /// `idle` phases.
+    Idle {
+        /// Model time, ns.
+        ns: u64,
+    },
+}
+
+/// Result of `idle`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IdleResult {
+    /// Model time the drive idled, ns.
+    pub model_ns: u64,
+    /// The counters afterwards.
+    pub counters: Counters,
 }
 
 fn default_trim_max() -> usize {

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use log::{debug, info, warn};
 
 use super::protocol::{
-    CtlReply, CtlRequest, EraseResult, PreconditionResult, Progress, ProgressLine, TrimLogResult,
-    model_steps,
+    CtlReply, CtlRequest, EraseResult, IdleResult, PreconditionResult, Progress, ProgressLine,
+    TrimLogResult, model_steps,
 };
 use vssd_device::Device;
 
@@ -54,6 +54,13 @@ pub fn handle_line(
             let (records, lost) = device.trim_log(after, max.min(10_000));
             CtlReply::ok(&TrimLogResult { records, lost })
         }
+        CtlRequest::Idle { ns } => match device.idle(ns) {
+            Ok(()) => CtlReply::ok(&IdleResult {
+                model_ns: ns,
+                counters: device.counters(),
+            }),
+            Err(e) => CtlReply::err(format!("idle failed: {e}")),
+        },
         CtlRequest::SecureErase => match device.secure_erase() {
             Ok(()) => {
                 info!("secure erase: drive reset to fresh, data zeroed");

@@ -17,9 +17,13 @@
 //!   protocol.
 //!
 //! Time: the daemon clock is `CLOCK_MONOTONIC` minus the daemon's start.
-//! The model's clock is the daemon clock plus an offset that grows when
-//! `precondition` ages the drive in model time, so a guest never waits for
-//! the hours of simulated writes a precondition represents.
+//! The model's clock is the daemon clock divided by the time scale `K`
+//! ([`TimeScale`], 1 unless `serve --time-scale` dilates time) plus an
+//! offset that grows when `precondition` ages the drive in model time, so
+//! a guest never waits for the hours of simulated writes a precondition
+//! represents. Completion times come back to the daemon clock (× `K`);
+//! the accounting ([`Stats`]) records latencies and lateness in the
+//! model's time, so every figure the drive reports is the drive's.
 //!
 //! Failure: if the model reports that its own state is damaged (an internal
 //! invariant failed), the drive stops: every later request fails with
@@ -45,6 +49,7 @@ use log::{error, warn};
 use thiserror::Error;
 use vm_memory::VolatileSlice;
 
+use vssd_common::clock::TimeScale;
 use vssd_model::{
     Counters, ModelError, Op, Payload, PersistError, Precondition, PreconditionRun, Request, Ssd,
 };
@@ -159,11 +164,14 @@ pub struct DeviceOptions {
     pub state_file: Option<PathBuf>,
     /// Seed for the model's randomness.
     pub seed: u64,
+    /// Time dilation: the model's clock runs `K` times slower than the
+    /// daemon's (`K = 1`: none).
+    pub time_scale: TimeScale,
 }
 
 struct ModelState {
     ssd: Ssd,
-    /// model time = daemon time + offset.
+    /// model time = daemon time / K + offset.
     offset_ns: u64,
 }
 
@@ -200,6 +208,8 @@ pub struct Device {
     model: Mutex<ModelState>,
     store: Store,
     base_ns: u64,
+    /// Daemon clock ↔ model clock (the only place they are converted).
+    scale: TimeScale,
     serial: [u8; 20],
     state_file: Option<PathBuf>,
     stats: Arc<Stats>,
@@ -300,8 +310,9 @@ impl Device {
             model: Mutex::new(ModelState { ssd, offset_ns: 0 }),
             store,
             base_ns: scheduler::monotonic_ns(),
+            scale: opts.time_scale,
             state_file: opts.state_file,
-            stats: Arc::new(Stats::default()),
+            stats: Arc::new(Stats::with_scale(opts.time_scale)),
             stopped: OnceLock::new(),
             samples: Mutex::new(VecDeque::with_capacity(SAMPLES_KEPT)),
             io_warnings: AtomicU64::new(0),
@@ -367,6 +378,17 @@ impl Device {
         scheduler::monotonic_ns().saturating_sub(self.base_ns)
     }
 
+    /// The time dilation: the model's clock runs `K` times slower than
+    /// the daemon's.
+    pub fn time_scale(&self) -> TimeScale {
+        self.scale
+    }
+
+    /// Daemon time → model time, without the precondition offset.
+    fn model_clock(&self, daemon_ns: u64) -> u64 {
+        self.scale.to_model(daemon_ns)
+    }
+
     /// Daemon clock → absolute `CLOCK_MONOTONIC` ns (for timer deadlines).
     pub fn to_monotonic(&self, t: u64) -> u64 {
         t.saturating_add(self.base_ns)
@@ -425,7 +447,7 @@ impl Device {
             self.check(o, l)?;
         }
         let mut m = self.lock();
-        let model_now = p.submit_ns() + m.offset_ns;
+        let model_now = self.model_clock(p.submit_ns()) + m.offset_ns;
         let mut done = model_now;
         for &(offset, len) in ranges {
             before(&m.ssd, model_now, offset, len);
@@ -447,7 +469,7 @@ impl Device {
                 }
             }
         }
-        Ok(done.saturating_sub(m.offset_ns))
+        Ok(self.scale.to_wall(done.saturating_sub(m.offset_ns)))
     }
 
     /// Turn the outcome of a request into its pending completion.
@@ -624,7 +646,7 @@ impl Device {
     /// The model's counters, with the drive's idle-time work done up to now
     /// (it is otherwise done when the next request arrives).
     pub fn counters(&self) -> Counters {
-        let now = self.now_ns();
+        let now = self.model_clock(self.now_ns());
         let mut m = self.lock();
         m.ssd.catch_up(now);
         m.ssd.counters()
@@ -654,7 +676,7 @@ impl Device {
             .nand_bytes_programmed
             .saturating_sub(first.nand_programmed);
         Some(WindowReport {
-            seconds: self.now_ns().saturating_sub(first.at_ns) as f64 / 1e9,
+            seconds: self.model_clock(self.now_ns().saturating_sub(first.at_ns)) as f64 / 1e9,
             host_written_bytes: host,
             nand_bytes_programmed: nand,
             write_amplification: if host > 0 {
@@ -667,7 +689,7 @@ impl Device {
 
     /// Everything `vssd ctl stats` shows.
     pub fn report(&self) -> StatsReport {
-        let now = self.now_ns();
+        let now = self.model_clock(self.now_ns());
         let (counters, model_bytes) = {
             let mut m = self.lock();
             m.ssd.catch_up(now);
@@ -684,6 +706,7 @@ impl Device {
                 model_bytes,
                 rss_bytes: rss_bytes(),
                 pending_zero_bytes: self.store.pending_zero_bytes(),
+                time_scale: self.scale.factor(),
             },
             connection: self.stats.connection_report(),
             frontends: self.stats.frontends_report(),
@@ -705,6 +728,22 @@ impl Device {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clear();
+        Ok(())
+    }
+
+    /// Let the drive idle `ns` of model time at once: its idle-time work
+    /// (erases, background garbage collection) runs up to `ns` from now,
+    /// and the model clock moves on by `ns` (the offset grows, as after a
+    /// precondition), so the next request finds the drive as after that
+    /// much idleness.
+    pub fn idle(&self, ns: u64) -> Result<(), DeviceError> {
+        if let Some(why) = self.stopped() {
+            return Err(DeviceError::Stopped(why.into()));
+        }
+        let mut m = self.lock();
+        let now = self.model_clock(self.now_ns()) + m.offset_ns;
+        m.ssd.catch_up(now.saturating_add(ns));
+        m.offset_ns = m.offset_ns.saturating_add(ns);
         Ok(())
     }
 
@@ -731,7 +770,7 @@ impl Device {
         }
         let (mut run, start) = {
             let m = self.lock();
-            let start = self.now_ns() + m.offset_ns;
+            let start = self.model_clock(self.now_ns()) + m.offset_ns;
             (PreconditionRun::new(&m.ssd, start, steps, seed), start)
         };
         let mut cancelled = false;
@@ -742,9 +781,11 @@ impl Device {
                 let p = run
                     .advance_while(&mut m.ssd, || t0.elapsed() < PRECONDITION_CHUNK)
                     .inspect_err(|e| self.stop(format!("the drive model failed: {e}")))?;
-                // Model time = daemon time + offset: the drive has done the
-                // work so far by now.
-                let lag = p.model_now_ns.saturating_sub(self.now_ns());
+                // Model time = daemon time / K + offset: the drive has
+                // done the work so far by now.
+                let lag = p
+                    .model_now_ns
+                    .saturating_sub(self.model_clock(self.now_ns()));
                 m.offset_ns = m.offset_ns.max(lag);
                 p
             };

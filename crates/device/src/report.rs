@@ -134,7 +134,7 @@ pub struct ConnectionReport {
 }
 
 /// The drive itself.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DriveReport {
     /// Profile name.
     pub profile: String,
@@ -159,6 +159,20 @@ pub struct DriveReport {
     /// as zeros already; FLUSH waits for them).
     #[serde(default)]
     pub pending_zero_bytes: u64,
+    /// Time dilation `K` (`serve --time-scale`): the model's clock runs `K`
+    /// times slower than the wall clock. Every latency, lateness and rate
+    /// in this report is in the model's time, the drive's own.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub time_scale: f64,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's signature
+fn is_one(k: &f64) -> bool {
+    *k == 1.0
 }
 
 /// Write amplification over a recent window.

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
+use vssd_common::clock::TimeScale;
 
 use super::hist::{Histogram, Summary};
 pub use super::report::{
@@ -207,9 +208,22 @@ pub struct Stats {
     abandoned: AtomicU64,
     rejected: AtomicU64,
     frontends: Mutex<Vec<Arc<FrontendStats>>>,
+    /// Latencies are taken on the daemon clock and recorded in the
+    /// model's time (daemon durations / K).
+    scale: TimeScale,
 }
 
 impl Stats {
+    /// Statistics of a drive whose model clock runs `scale` times slower
+    /// than the daemon clock: latencies and lateness are recorded in the
+    /// model's time, the drive's own.
+    pub fn with_scale(scale: TimeScale) -> Self {
+        Self {
+            scale,
+            ..Self::default()
+        }
+    }
+
     /// Register a frontend (a vhost-user socket, an NBD listener).
     pub fn register_frontend(
         self: &Arc<Self>,
@@ -276,9 +290,13 @@ impl Stats {
         if p.refused || p.status == Status::Invalid || p.status == Status::Unsupported {
             self.rejected.fetch_add(1, Relaxed);
         }
-        s.modelled.record(p.due_ns.saturating_sub(p.submit_ns));
-        s.delivered.record(delivered_ns.saturating_sub(p.submit_ns));
-        self.lateness.record(delivered_ns.saturating_sub(p.due_ns));
+        let drive = |daemon_ns: u64| self.scale.to_model(daemon_ns);
+        s.modelled
+            .record(drive(p.due_ns.saturating_sub(p.submit_ns)));
+        s.delivered
+            .record(drive(delivered_ns.saturating_sub(p.submit_ns)));
+        self.lateness
+            .record(drive(delivered_ns.saturating_sub(p.due_ns)));
     }
 
     /// Per-operation report, every kind, keyed by [`OpKind::name`].

@@ -8,6 +8,7 @@ fn device(data: DataLocation, state: Option<PathBuf>) -> Device {
         data,
         state_file: state,
         seed: 1,
+        time_scale: Default::default(),
     })
     .unwrap()
 }
@@ -87,6 +88,7 @@ fn state_files_are_private_and_a_failed_save_leaves_no_temp_file() {
         data: DataLocation::Memory,
         state_file: Some(PathBuf::from("/proc/vssd-no-such-dir/ftl.state")),
         seed: 1,
+        time_scale: Default::default(),
     })
     .err()
     .unwrap();
@@ -231,4 +233,76 @@ fn trim_totals_add_up_frontends_and_subtract_earlier_reports() {
     assert_eq!(d.requested_bytes, 1 << 20);
     assert_eq!(d.freed_bytes, 0);
     assert_eq!(d.already_unmapped_bytes, 1 << 20);
+}
+
+#[test]
+fn a_dilated_drive_completes_k_times_later_and_reports_its_own_time() {
+    let open = |k: &str| {
+        Device::open(DeviceOptions {
+            profile: Profile::load_with_capacity("sata-mlc-2011", Some(256 << 20)).unwrap(),
+            data: DataLocation::Memory,
+            state_file: None,
+            seed: 1,
+            time_scale: k.parse().unwrap(),
+        })
+        .unwrap()
+    };
+    let latency = |dev: &Device| {
+        let conn = dev.register_frontend("test", "", "").connect("");
+        let mut data = vec![3u8; 1 << 20];
+        let w = dev.write(&conn, 0, &[VolatileSlice::from(&mut data[..])], true);
+        assert_eq!(w.status(), Status::Ok);
+        let l = w.due_ns() - w.submit_ns();
+        // Delivered 4 ms of wall time late.
+        let late = w.due_ns() + 4_000_000;
+        w.complete(late);
+        (l, dev.report())
+    };
+    let (l1, r1) = latency(&open("1"));
+    let (l4, r4) = latency(&open("4"));
+    assert!(l1 > 100_000, "a FUA MiB takes the drive time: {l1}");
+    // The same drive work, four times as long on the wall clock.
+    let ratio = l4 as f64 / l1 as f64;
+    assert!((ratio - 4.0).abs() < 0.01, "{l1} ns at K=1, {l4} ns at K=4");
+    // The reports are in the drive's time: the same latency at both
+    // scales, and 4 ms of wall-clock lateness are 1 ms of the drive's.
+    let m = |r: &StatsReport| r.ops["write"].modelled.mean_ns;
+    assert!((m(&r4) / m(&r1) - 1.0).abs() < 0.02, "{r1:?} {r4:?}");
+    let late = |r: &StatsReport| r.lateness.mean_ns;
+    assert!((late(&r1) / 4e6 - 1.0).abs() < 0.02, "{}", late(&r1));
+    assert!((late(&r4) / 1e6 - 1.0).abs() < 0.02, "{}", late(&r4));
+    assert_eq!(r1.drive.time_scale, 1.0);
+    assert_eq!(r4.drive.time_scale, 4.0);
+}
+
+#[test]
+fn idle_lets_the_drive_catch_up_at_once() {
+    let after_burst = |idle_ns: Option<u64>| {
+        let dev = device(DataLocation::Memory, None);
+        let conn = dev.register_frontend("test", "", "").connect("");
+        let mut data = vec![5u8; 1 << 20];
+        for i in 0..64u64 {
+            dev.write(&conn, i << 20, &[VolatileSlice::from(&mut data[..])], false)
+                .complete(0);
+        }
+        if let Some(ns) = idle_ns {
+            dev.idle(ns).unwrap();
+        }
+        let w = dev.write(
+            &conn,
+            100 << 20,
+            &[VolatileSlice::from(&mut data[..])],
+            false,
+        );
+        w.due_ns() - w.submit_ns()
+    };
+    let busy = after_burst(None);
+    let rested = after_burst(Some(10_000_000_000));
+    // 64 MiB queued behind the link and the NAND; after 10 s of idleness
+    // the drive has drained it and takes the next MiB at once.
+    assert!(busy > 50_000_000, "{busy} ns behind 64 MiB");
+    assert!(
+        rested * 10 < busy,
+        "{rested} ns after idling, {busy} ns without"
+    );
 }

@@ -140,6 +140,12 @@ impl ServeProcess {
         Ok(())
     }
 
+    /// Let the drive idle `ns` of model time at once (`{"cmd":"idle"}`).
+    pub fn idle(&self, ns: u64) -> Result<(), ServeProcessError> {
+        vssd_ctl::request(&self.control, &CtlRequest::Idle { ns })?;
+        Ok(())
+    }
+
     /// SIGTERM and wait (5 s, then SIGKILL). True if it exited 0.
     pub fn stop(&mut self) -> bool {
         // SAFETY: kill(2) on our own child's pid, no memory involved.

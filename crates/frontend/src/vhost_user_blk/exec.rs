@@ -303,6 +303,7 @@ mod tests {
             data: DataLocation::Memory,
             state_file: None,
             seed: 1,
+            time_scale: Default::default(),
         })
         .unwrap();
         let conn = dev.register_frontend("test", "", "").connect("test");

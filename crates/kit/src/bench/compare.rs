@@ -183,8 +183,7 @@ pub fn compare(a: &BenchResults, b: &BenchResults) -> String {
     };
     if !texts.is_empty() {
         let verdict = |r: &BenchResults, t: &str| match r.expects.iter().find(|e| e.text == t) {
-            Some(e) if e.passed => format!("PASS ({})", e.detail),
-            Some(e) => format!("FAIL ({})", e.detail),
+            Some(e) => format!("{} ({})", e.label(), e.detail),
             None => "—".into(),
         };
         let rows = texts
@@ -248,9 +247,14 @@ fn mode(r: &BenchResults) -> &'static str {
 }
 
 fn result(r: &BenchResults) -> String {
-    let failed = r.expects.iter().filter(|e| !e.passed).count();
+    let failed = r.expects.iter().filter(|e| e.failed()).count();
     match (&r.incomplete, failed) {
         (Some(why), _) => format!("incomplete ({why})"),
+        (None, 0) if r.inconclusive() > 0 => format!(
+            "passed ({} expectations, {} inconclusive: guest-bound)",
+            r.expects.len(),
+            r.inconclusive()
+        ),
         (None, 0) => format!("passed ({} expectations)", r.expects.len()),
         (None, n) => format!("failed ({n} of {} expectations)", r.expects.len()),
     }

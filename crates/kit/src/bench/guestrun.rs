@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::BenchError;
+use super::dilation;
 use super::metrics;
 use super::progress::Progress;
 use super::results::{BenchResults, DriveSample, Environment, Mode, PhaseResult, Surface};
@@ -20,6 +21,7 @@ use super::simrun::{sample, unix_now};
 use crate::demo::Fs;
 use crate::guest::{Guest, ensure_image};
 use crate::serve::ServeProcess;
+use vssd_common::clock::TimeScale;
 use vssd_ctl::protocol::{CtlRequest, PreconditionResult};
 use vssd_device::report::TrimReport;
 use vssd_model::Counters;
@@ -40,6 +42,9 @@ pub struct GuestOptions {
     pub expected_bytes: Vec<u64>,
     /// Accelerator (None: detect).
     pub accel: Option<crate::guest::Accel>,
+    /// Time dilation: `vssd serve --time-scale K`; every figure the guest
+    /// measures on the wall clock is converted back to the drive's time.
+    pub time_scale: TimeScale,
 }
 
 fn mkfs(fs: Fs, dev: &str, discard: bool) -> String {
@@ -56,6 +61,18 @@ fn mkfs(fs: Fs, dev: &str, discard: bool) -> String {
     }
 }
 
+/// Drive time an `idle` phase of `seconds` lets pass at once in a run
+/// dilated by `k`: the guest sleeps `seconds` of wall time, which are
+/// `seconds / K` of the drive's, and the drive idles the remaining
+/// `seconds × (1 − 1/K)` at the phase's start (`ctl idle`), so that it
+/// idles the phase's `seconds` of its own time in all. None at K = 1.
+pub fn idle_fast_forward_ns(seconds: f64, k: TimeScale) -> Option<u64> {
+    if k.is_one() || seconds.is_nan() || seconds <= 0.0 {
+        return None;
+    }
+    Some((seconds * (1.0 - 1.0 / k.factor()) * 1e9) as u64)
+}
+
 /// The guest script of phases `range`.
 /// Directories the test guest mounts its own tmpfs over, hiding the
 /// host's files there.
@@ -64,7 +81,7 @@ const HIDDEN_IN_GUEST: [&str; 3] = ["/tmp/", "/dev/shm/", "/run/"];
 /// A path of `exe` that the test guest can see: itself, or, for a binary
 /// under a directory the guest hides (e.g. a checkout in /tmp), a copy in
 /// a private directory under /var/tmp, removed when the guard drops.
-fn guest_visible(
+pub(super) fn guest_visible(
     exe: &std::path::Path,
 ) -> Result<(std::path::PathBuf, Option<tempfile::TempDir>), BenchError> {
     let shown = exe.display().to_string();
@@ -130,6 +147,9 @@ fn script(sc: &Scenario, range: std::ops::Range<usize>, exe: &str) -> String {
                     mkfs(*fs, &dev, false)
                 )),
             },
+            // The phase's seconds of wall time; in a dilated run the host
+            // lets the drive idle the rest of them at once (see
+            // `idle_fast_forward_ns`).
             PhaseKind::Idle { seconds } => s.push_str(&format!("sleep {seconds}\n")),
             _ => {}
         }
@@ -141,7 +161,7 @@ fn script(sc: &Scenario, range: std::ops::Range<usize>, exe: &str) -> String {
 }
 
 /// Files the guest printed: path → contents.
-fn files(output: &str) -> BTreeMap<String, String> {
+pub(super) fn files(output: &str) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     let mut lines = output.lines();
     while let Some(l) = lines.next() {
@@ -225,6 +245,8 @@ pub fn run(
         sc.capacity.to_string(),
         "--memory".to_string(),
         "--realtime".to_string(),
+        "--time-scale".to_string(),
+        o.time_scale.to_string(),
     ];
     let serve = ServeProcess::start(&o.exe, &o.dir, sc.bus, 2, &args)?;
     let start = Instant::now();
@@ -338,6 +360,7 @@ pub fn run(
             last_end = Some(after.at);
             r.counters_before = Some(before.counters);
             r.counters_after = Some(after.counters);
+            dilation::phase_to_drive_time(&mut r, o.time_scale);
             metrics::drive(&mut r);
             progress.end(first, &r);
             phases.push(r);
@@ -381,6 +404,15 @@ pub fn run(
                 .unwrap_or_else(|e| e.into_inner())
                 .insert((i, begin), up);
             if let Some(p) = sc.phases.get(i) {
+                // Dilated idle: the guest sleeps the phase's seconds of wall
+                // time (seconds / K of the drive's); the rest of the drive's
+                // idle time passes at once.
+                if let (true, PhaseKind::Idle { seconds }) = (begin, &p.kind)
+                    && let Some(ns) = idle_fast_forward_ns(*seconds, o.time_scale)
+                    && let Err(e) = serve.idle(ns)
+                {
+                    *failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(e.to_string());
+                }
                 if begin {
                     phase_now.store(i, Ordering::SeqCst);
                     progress.begin(
@@ -440,13 +472,6 @@ pub fn run(
             last_end = Some(e.at);
             r.counters_before = Some(b.counters.clone());
             r.counters_after = Some(e.counters.clone());
-            // Little's law: requests in the drive on average.
-            if r.wall_s > 0.0 {
-                r.metrics.insert(
-                    "drive_qd".into(),
-                    (e.modelled_ns - b.modelled_ns).max(0.0) / (r.wall_s * 1e9),
-                );
-            }
             match &sc.phases[i].kind {
                 PhaseKind::Fio { .. } => {
                     if let Some(j) = out.get(&format!("/tmp/fio{i}.json")) {
@@ -491,6 +516,35 @@ pub fn run(
                 }
                 _ => {}
             }
+            // Everything measured on the wall clock, in the drive's time.
+            dilation::phase_to_drive_time(&mut r, o.time_scale);
+            if let PhaseKind::Idle { seconds } = &sc.phases[i].kind
+                && let Some(ns) = idle_fast_forward_ns(*seconds, o.time_scale)
+            {
+                // The drive idled that much more than the guest slept.
+                r.wall_s += ns as f64 / 1e9;
+            }
+            // Little's law: requests in the drive on average (the daemon's
+            // modelled latencies are in the drive's time already) — over
+            // a surface pass's bursts, the time the simulator's figure
+            // (its depth) stands for; over the whole phase otherwise.
+            let busy_s = r
+                .surface
+                .as_ref()
+                .map(|s| {
+                    s.points
+                        .iter()
+                        .filter(|q| q.bytes_s > 0.0)
+                        .map(|q| s.burst as f64 / q.bytes_s)
+                        .sum::<f64>()
+                })
+                .unwrap_or(r.wall_s);
+            if busy_s > 0.0 {
+                r.metrics.insert(
+                    "drive_qd".into(),
+                    (e.modelled_ns - b.modelled_ns).max(0.0) / (busy_s * 1e9),
+                );
+            }
             metrics::drive(&mut r);
             progress.end(i, &r);
             phases.push(r);
@@ -512,9 +566,10 @@ pub fn run(
     stop.store(true, Ordering::SeqCst);
     let _ = sampler.join();
     drop(serve);
-    let samples = Arc::try_unwrap(samples)
+    let mut samples = Arc::try_unwrap(samples)
         .map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()))
         .unwrap_or_default();
+    dilation::samples_to_drive_time(&mut samples, o.time_scale);
     Ok(BenchResults {
         scenario: sc.name.clone(),
         description: sc.description.clone(),
@@ -531,6 +586,8 @@ pub fn run(
         comparison: Vec::new(),
         sim: None,
         incomplete,
+        time_scale: o.time_scale.factor(),
+        time_scale_reason: None,
     })
 }
 

@@ -12,6 +12,7 @@
 
 pub mod chart;
 pub mod compare;
+pub mod dilation;
 pub mod expr;
 pub mod guestrun;
 pub mod metrics;
@@ -148,6 +149,13 @@ pub struct RunArgs {
     /// Seed of the model's random choices.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Time dilation of a guest run: the drive's clock runs K times slower
+    /// than the wall clock (`vssd serve --time-scale K`) and every figure is
+    /// converted back to the drive's time. `auto`: a short probe boot
+    /// measures whether the guest reaches the drive's speed in the passes
+    /// the expectations read, and picks K if it does not.
+    #[arg(long, value_name = "auto|K", default_value = "auto")]
+    pub time_scale: dilation::TimeScaleArg,
 }
 
 /// This host's name.
@@ -241,9 +249,22 @@ pub fn compare_runs(guest: &BenchResults, sim: &BenchResults, tol: f64) -> Vec<P
         .collect()
 }
 
-/// Evaluate the scenario's `expect` phases on `r`.
+/// Evaluate the scenario's `expect` phases on `r`. An assertion that
+/// reads a throughput or latency figure of a phase the comparison marked
+/// guest-bound is inconclusive: the emulated host, not the drive, set
+/// that figure, so it neither passes nor fails.
 pub fn evaluate(sc: &Scenario, r: &BenchResults) -> Vec<ExpectResult> {
     let get = |p: &str, m: &str| r.phase(p).and_then(|ph| ph.metrics.get(m)).copied();
+    let guest_bound = |phase: &str, metric: &str| {
+        r.comparison
+            .iter()
+            .any(|c| c.guest_bound && c.phase == phase)
+            && sc
+                .phases
+                .iter()
+                .find(|p| p.name == phase)
+                .is_some_and(|p| p.kind.metrics().contains(&metric))
+    };
     sc.phases
         .iter()
         .filter_map(|p| match &p.kind {
@@ -253,10 +274,28 @@ pub fn evaluate(sc: &Scenario, r: &BenchResults) -> Vec<ExpectResult> {
         .flatten()
         .map(|a| {
             let (passed, detail) = a.check(&get);
+            let mut bound: Vec<String> = a
+                .refs()
+                .into_iter()
+                .filter(|(p, m)| guest_bound(p, m))
+                .map(|(p, _)| p)
+                .collect();
+            bound.sort();
+            bound.dedup();
+            let inconclusive = (!bound.is_empty()).then(|| {
+                format!(
+                    "inconclusive (guest-bound): the guest could not keep the drive busy in {} \
+                     (its requests were in the drive at under half the simulator's queue depth), \
+                     so the emulated host, not the drive, set the figure; run with KVM or a \
+                     larger --time-scale",
+                    bound.join(", ")
+                )
+            });
             ExpectResult {
                 text: a.text.clone(),
-                passed,
+                passed: passed && inconclusive.is_none(),
                 detail,
+                inconclusive,
             }
         })
         .collect()
@@ -269,14 +308,16 @@ fn xml_escape(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-/// The `expect` verdicts as JUnit XML.
+/// The `expect` verdicts as JUnit XML: an inconclusive assertion is a
+/// skipped test case whose message says why.
 pub fn junit(r: &BenchResults) -> String {
     let failures =
-        r.expects.iter().filter(|e| !e.passed).count() + usize::from(r.incomplete.is_some());
+        r.expects.iter().filter(|e| e.failed()).count() + usize::from(r.incomplete.is_some());
     let mut x = format!(
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"vssd bench {}\" tests=\"{}\" failures=\"{failures}\">\n",
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"vssd bench {}\" tests=\"{}\" failures=\"{failures}\" skipped=\"{}\">\n",
         xml_escape(&r.scenario),
-        r.expects.len() + usize::from(r.incomplete.is_some())
+        r.expects.len() + usize::from(r.incomplete.is_some()),
+        r.inconclusive()
     );
     for e in &r.expects {
         x.push_str(&format!(
@@ -284,13 +325,16 @@ pub fn junit(r: &BenchResults) -> String {
             xml_escape(&r.scenario),
             xml_escape(&e.text)
         ));
-        if e.passed {
-            x.push_str("/>\n");
-        } else {
-            x.push_str(&format!(
+        match (e.verdict(), &e.inconclusive) {
+            (results::Verdict::Pass, _) => x.push_str("/>\n"),
+            (results::Verdict::Inconclusive, Some(why)) => x.push_str(&format!(
+                ">\n    <skipped message=\"{}\"/>\n  </testcase>\n",
+                xml_escape(&format!("{why} [{}]", e.detail))
+            )),
+            _ => x.push_str(&format!(
                 ">\n    <failure message=\"{}\"/>\n  </testcase>\n",
                 xml_escape(&e.detail)
-            ));
+            )),
         }
     }
     if let Some(why) = &r.incomplete {
@@ -320,6 +364,19 @@ fn summary(r: &BenchResults) -> String {
         r.profile,
         r.bus
     );
+    if r.time_scale != 1.0 {
+        let _ = writeln!(
+            o,
+            "time scale {}: the drive's clock ran {}× slower than the wall clock; every figure \
+             below is converted back to the drive's time{}",
+            r.time_scale,
+            r.time_scale,
+            r.time_scale_reason
+                .as_deref()
+                .map(|w| format!(" ({w})"))
+                .unwrap_or_default()
+        );
+    }
     let _ = writeln!(
         o,
         "{:<18} {:<13} {:>9} {:>12} {:>12} {:>7}",
@@ -373,13 +430,10 @@ fn summary(r: &BenchResults) -> String {
         }
     }
     for e in &r.expects {
-        let _ = writeln!(
-            o,
-            "{} {}  [{}]",
-            if e.passed { "PASS" } else { "FAIL" },
-            e.text,
-            e.detail
-        );
+        let _ = writeln!(o, "{} {}  [{}]", e.label(), e.text, e.detail);
+        if let Some(why) = &e.inconclusive {
+            let _ = writeln!(o, "    {why}");
+        }
     }
     if let Some(why) = &r.incomplete {
         let _ = writeln!(o, "INCOMPLETE: {why}");
@@ -460,20 +514,58 @@ fn run_cmd(a: RunArgs) -> Result<(), BenchError> {
             .prefix("vssd-bench-")
             .tempdir()
             .map_err(|e| BenchError::Io(format!("scratch directory: {e}")))?;
+        let exe = std::env::current_exe().map_err(|e| BenchError::Io(e.to_string()))?;
+        let accel = match a.accel {
+            AccelArg::Auto => super::guest::detect_accel(&super::guest::ensure_image()?)?,
+            AccelArg::Kvm => Accel::Kvm,
+            AccelArg::Tcg => Accel::Tcg,
+        };
+        let (time_scale, time_scale_reason) = match a.time_scale {
+            dilation::TimeScaleArg::Fixed(k) => (k, None),
+            dilation::TimeScaleArg::Auto => {
+                let (guest_exe, _copy) = guestrun::guest_visible(&exe)?;
+                // Its own daemon, with its sockets apart from the run's.
+                let probe_dir = dir.path().join("probe");
+                std::fs::create_dir(&probe_dir)
+                    .map_err(|e| BenchError::Io(format!("{}: {e}", probe_dir.display())))?;
+                let (k, why, _) = dilation::probe(
+                    &sc,
+                    &dilation::ProbeOptions {
+                        exe: &exe,
+                        guest_exe: &guest_exe.display().to_string(),
+                        dir: &probe_dir,
+                        accel,
+                        timeout: Duration::from_secs(a.timeout),
+                        seed: a.seed,
+                    },
+                    &progress,
+                )?;
+                progress.say(&format!("time scale {k} ({why})"));
+                (k, Some(why))
+            }
+        };
         let opts = guestrun::GuestOptions {
-            exe: std::env::current_exe().map_err(|e| BenchError::Io(e.to_string()))?,
+            exe,
             dir: dir.path().to_path_buf(),
             timeout: Duration::from_secs(a.timeout),
             cancel: cancel.clone(),
-            expected_s: predicted.phases.iter().map(|p| p.model_s).collect(),
+            // Wall time: the drive's time × K (idle phases: their seconds,
+            // the rest passes at once).
+            expected_s: predicted
+                .phases
+                .iter()
+                .zip(&sc.phases)
+                .map(|(p, ph)| match ph.kind {
+                    PhaseKind::Idle { .. } => p.model_s,
+                    _ => p.model_s * time_scale.factor(),
+                })
+                .collect(),
             expected_bytes: expected_bytes.clone(),
-            accel: match a.accel {
-                AccelArg::Auto => None,
-                AccelArg::Kvm => Some(Accel::Kvm),
-                AccelArg::Tcg => Some(Accel::Tcg),
-            },
+            accel: Some(accel),
+            time_scale,
         };
         let mut g = guestrun::run(&sc, &opts, &progress)?;
+        g.time_scale_reason = time_scale_reason;
         if g.incomplete.is_none() {
             progress.say("simulating again with the guest's idle gaps between phases and bursts");
             let mut replay = simrun::Replay::of(&g);
@@ -536,7 +628,7 @@ fn run_cmd(a: RunArgs) -> Result<(), BenchError> {
             tail(why, 5)
         )));
     }
-    let failed: Vec<&ExpectResult> = r.expects.iter().filter(|e| !e.passed).collect();
+    let failed: Vec<&ExpectResult> = r.expects.iter().filter(|e| e.failed()).collect();
     if !failed.is_empty() {
         return Err(BenchError::Failed(format!(
             "{} expectation(s) failed: {}",
@@ -618,6 +710,85 @@ mod tests {
         }
         let x = junit(&r);
         assert!(x.contains("tests=\"3\" failures=\"0\""), "{x}");
+    }
+
+    #[test]
+    fn an_expectation_on_a_guest_bound_phase_is_inconclusive_everywhere() {
+        let sc = Scenario::load(
+            "trim-recovery",
+            &Overrides {
+                capacity: Some(256 << 20),
+                ..Overrides::default()
+            },
+        )
+        .unwrap();
+        let mut r = simrun::run(&sc, 1, None, &mut |_, _| {}).unwrap();
+        // As a guest run's comparison would mark it: "used" guest-bound.
+        let sim = r.clone();
+        r.comparison = compare_runs(&r, &sim, sc.tolerance);
+        for c in &mut r.comparison {
+            c.guest_bound = c.phase == "used";
+        }
+        // And make the one that does not read "used" fail.
+        r.phases
+            .iter_mut()
+            .find(|p| p.name == "trimmed")
+            .unwrap()
+            .metrics
+            .insert("median_bw".into(), 1.0);
+        r.expects = evaluate(&sc, &r);
+        let v: Vec<_> = r.expects.iter().map(|e| e.verdict()).collect();
+        assert_eq!(
+            v,
+            [
+                results::Verdict::Inconclusive,
+                results::Verdict::Fail,
+                results::Verdict::Pass
+            ],
+            "{:?}",
+            r.expects
+        );
+        assert!(
+            r.expects[0]
+                .inconclusive
+                .as_deref()
+                .unwrap()
+                .contains("used")
+        );
+        assert!(!r.expects[0].passed && !r.expects[0].failed());
+        assert_eq!(r.inconclusive(), 1);
+        let x = junit(&r);
+        assert!(
+            x.contains("tests=\"3\" failures=\"1\" skipped=\"1\""),
+            "{x}"
+        );
+        assert!(
+            x.contains("<skipped message=\"inconclusive (guest-bound): the guest could not keep the drive busy in used"),
+            "{x}"
+        );
+        assert_eq!(x.matches("<failure").count(), 1, "{x}");
+        let text = summary(&r);
+        assert!(
+            text.contains("INCONCLUSIVE (guest-bound) used.median_bw < 0.8 * fresh.median_bw"),
+            "{text}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        write_outputs(dir.path(), &r).unwrap();
+        let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+        assert!(
+            html.contains("<td class=\"inconclusive\">INCONCLUSIVE (guest-bound)</td>"),
+            "report.html"
+        );
+        // Without the failure, the run passes with one inconclusive.
+        r.phases
+            .iter_mut()
+            .find(|p| p.name == "trimmed")
+            .unwrap()
+            .metrics
+            .insert("median_bw".into(), 1e12);
+        r.expects = evaluate(&sc, &r);
+        assert!(r.passed());
+        assert!(junit(&r).contains("failures=\"0\" skipped=\"1\""));
     }
 
     #[test]

@@ -146,10 +146,50 @@ pub struct DriveSample {
 pub struct ExpectResult {
     /// As written in the scenario.
     pub text: String,
-    /// Whether it held.
+    /// Whether it held (false when inconclusive).
     pub passed: bool,
     /// Its sides with the values used, e.g. `trimmed.write_bw = 1.9e8 >= 0.9 × fresh.write_bw = 1.8e8`.
     pub detail: String,
+    /// Neither passed nor failed, and why: a phase it reads was
+    /// guest-bound (the emulated host, not the drive, set its figure).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inconclusive: Option<String>,
+}
+
+/// What an `expect` assertion came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// It held.
+    Pass,
+    /// It did not.
+    Fail,
+    /// It read a guest-bound phase: no verdict.
+    Inconclusive,
+}
+
+impl ExpectResult {
+    /// Pass, fail or inconclusive.
+    pub fn verdict(&self) -> Verdict {
+        match (&self.inconclusive, self.passed) {
+            (Some(_), _) => Verdict::Inconclusive,
+            (None, true) => Verdict::Pass,
+            (None, false) => Verdict::Fail,
+        }
+    }
+
+    /// It failed (an inconclusive one did not).
+    pub fn failed(&self) -> bool {
+        self.verdict() == Verdict::Fail
+    }
+
+    /// `PASS`, `FAIL` or `INCONCLUSIVE (guest-bound)`.
+    pub fn label(&self) -> &'static str {
+        match self.verdict() {
+            Verdict::Pass => "PASS",
+            Verdict::Fail => "FAIL",
+            Verdict::Inconclusive => "INCONCLUSIVE (guest-bound)",
+        }
+    }
 }
 
 /// Guest vs simulator, per phase.
@@ -233,6 +273,24 @@ pub struct BenchResults {
     pub sim: Option<Box<BenchResults>>,
     /// The run stopped early (Ctrl-C, a failure): why.
     pub incomplete: Option<String>,
+    /// Time dilation `K` of a guest run (`bench run --time-scale`): the
+    /// drive's clock ran `K` times slower than the wall clock, and every
+    /// figure here (durations, bandwidth, IOPS, latency, surface points,
+    /// time series) is converted back to the drive's time. 1: none.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub time_scale: f64,
+    /// How `K` was chosen (`--time-scale auto`: what the probe measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_scale_reason: Option<String>,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's signature
+fn is_one(k: &f64) -> bool {
+    *k == 1.0
 }
 
 impl BenchResults {
@@ -241,8 +299,17 @@ impl BenchResults {
         self.phases.iter().find(|p| p.name == name)
     }
 
-    /// Whether every `expect` held (and the run completed).
+    /// Whether the run completed and no `expect` failed (inconclusive
+    /// ones neither pass nor fail: see [`Self::inconclusive`]).
     pub fn passed(&self) -> bool {
-        self.incomplete.is_none() && self.expects.iter().all(|e| e.passed)
+        self.incomplete.is_none() && !self.expects.iter().any(ExpectResult::failed)
+    }
+
+    /// The `expect` assertions that were inconclusive.
+    pub fn inconclusive(&self) -> usize {
+        self.expects
+            .iter()
+            .filter(|e| e.verdict() == Verdict::Inconclusive)
+            .count()
     }
 }

@@ -243,10 +243,11 @@ pub fn run(
                 let starts = replay
                     .and_then(|r| r.bursts.get(i))
                     .and_then(Option::as_deref);
-                let s = surface::run_model(&mut sim, &pass, starts)
+                let (s, qd) = surface::run_model_qd(&mut sim, &pass, starts)
                     .map_err(|e| BenchError::Sim(format!("phase {}: {e}", p.name)))?;
                 metrics::surface(&s, &mut r.metrics);
-                r.metrics.insert("drive_qd".into(), f64::from(*depth));
+                // Requests in the drive during the bursts (at most `depth`).
+                r.metrics.insert("drive_qd".into(), qd);
                 r.surface = Some(s);
             }
             PhaseKind::Idle { seconds } => sim.idle((seconds * 1e9) as u64),
@@ -289,6 +290,8 @@ pub fn run(
         comparison: Vec::new(),
         sim: None,
         incomplete: None,
+        time_scale: 1.0,
+        time_scale_reason: None,
     })
 }
 

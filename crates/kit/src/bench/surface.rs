@@ -394,6 +394,17 @@ pub fn run_model(
     pass_of: &Pass,
     starts: Option<&[f64]>,
 ) -> Result<Surface, SimError> {
+    run_model_qd(sim, pass_of, starts).map(|(s, _)| s)
+}
+
+/// [`run_model`], and the requests in the drive on average during the
+/// bursts (Little's law over each burst's completion latencies), the
+/// figure a guest's pass is compared with.
+pub fn run_model_qd(
+    sim: &mut Simulation,
+    pass_of: &Pass,
+    starts: Option<&[f64]>,
+) -> Result<(Surface, f64), SimError> {
     let Pass {
         op,
         block,
@@ -408,6 +419,7 @@ pub fn run_model(
         SurfaceOp::Write => "write",
     };
     let mut points = Vec::new();
+    let (mut in_drive_s, mut busy_s) = (0.0, 0.0);
     for (i, pos) in positions(capacity, burst, block, n).into_iter().enumerate() {
         if let Some(&s) = starts.and_then(|s| s.get(i))
             && s.is_finite()
@@ -422,17 +434,30 @@ pub fn run_model(
             depth.max(1)
         );
         let jobs = vssd_sim::jobfile::parse(&job, "surface pass")?;
-        sim.run(&jobs.jobs)?;
-        points.push(point(capacity, pos, burst, sim.now_ns() - t0, t0 - pass));
+        let report = sim.run(&jobs.jobs)?;
+        let took = sim.now_ns() - t0;
+        let v: serde_json::Value =
+            serde_json::from_str(&vssd_sim::report::json(&report)).unwrap_or_default();
+        in_drive_s += super::metrics::fio_queue_depth(&v) * took as f64 / 1e9;
+        busy_s += took as f64 / 1e9;
+        points.push(point(capacity, pos, burst, took, t0 - pass));
     }
-    Ok(Surface {
-        op: rw.into(),
-        block,
-        burst,
-        points,
-        started_uptime_s: None,
-        lead_s: None,
-    })
+    let qd = if busy_s > 0.0 {
+        in_drive_s / busy_s
+    } else {
+        0.0
+    };
+    Ok((
+        Surface {
+            op: rw.into(),
+            block,
+            burst,
+            points,
+            started_uptime_s: None,
+            lead_s: None,
+        },
+        qd,
+    ))
 }
 
 /// `vssd surface`.

@@ -326,6 +326,7 @@ fn trim_recovery_run(mode: Mode, seed: u64, recovered: f64, random_level: f64) -
                 "used.mean_bw = {used:.3e} < 0.5 × fresh.mean_bw = {:.3e}",
                 0.5 * fresh
             ),
+            inconclusive: None,
         },
         ExpectResult {
             text: "trimmed.mean_bw >= 0.9 * fresh.mean_bw".into(),
@@ -334,6 +335,7 @@ fn trim_recovery_run(mode: Mode, seed: u64, recovered: f64, random_level: f64) -
                 "trimmed.mean_bw = {trimmed:.3e} >= 0.9 × fresh.mean_bw = {:.3e}",
                 0.9 * fresh
             ),
+            inconclusive: None,
         },
     ];
     BenchResults {
@@ -352,6 +354,8 @@ fn trim_recovery_run(mode: Mode, seed: u64, recovered: f64, random_level: f64) -
         comparison: Vec::new(),
         sim: None,
         incomplete: None,
+        time_scale: 1.0,
+        time_scale_reason: None,
     }
 }
 
@@ -434,10 +438,13 @@ pub(crate) fn used_state() -> BenchResults {
             text: "used.write_bw < 0.8 * fresh.write_bw".into(),
             passed: true,
             detail: "used.write_bw = 8.0e7 < 0.8 × fresh.write_bw = 1.39e8".into(),
+            inconclusive: None,
         }],
         tolerance: 0.1,
         comparison: Vec::new(),
         sim: None,
         incomplete: None,
+        time_scale: 1.0,
+        time_scale_reason: None,
     }
 }

@@ -57,6 +57,7 @@ fn rig_with(overhead_ns: Option<u64>, event_idx: bool, timing: Timing) -> Rig {
             data: DataLocation::Memory,
             state_file: None,
             seed: 1,
+            time_scale: Default::default(),
         })
         .unwrap(),
     );

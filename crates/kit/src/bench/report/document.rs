@@ -82,6 +82,23 @@ fn what_ran(r: &BenchResults) -> Table {
     if r.mode == Mode::Guest {
         row("Bus", r.bus.name().into());
         row("Accelerator", opt_str(&r.environment.accel));
+        row(
+            "Time scale",
+            if r.time_scale == 1.0 {
+                "1 (none)".into()
+            } else {
+                format!(
+                    "{}: the drive's clock ran {}× slower than the wall clock; every figure \
+                     is converted back to the drive's time{}",
+                    r.time_scale,
+                    r.time_scale,
+                    r.time_scale_reason
+                        .as_deref()
+                        .map(|w| format!(" ({w})"))
+                        .unwrap_or_default()
+                )
+            },
+        );
         row("Guest kernel", opt_str(&r.environment.guest_kernel));
         row("QEMU", opt_str(&r.environment.qemu));
         row("fio", opt_str(&r.environment.fio));
@@ -188,8 +205,11 @@ fn expect_table(r: &BenchResults) -> Option<Table> {
         ("Values", Col::Text),
     ]);
     for e in &r.expects {
-        t.rows
-            .push(vec![status(e.passed), e.text.clone(), e.detail.clone()]);
+        let values = match &e.inconclusive {
+            Some(why) => format!("{} — {why}", e.detail),
+            None => e.detail.clone(),
+        };
+        t.rows.push(vec![e.label().into(), e.text.clone(), values]);
     }
     (!t.rows.is_empty()).then_some(t)
 }
@@ -322,7 +342,8 @@ fn metrics_table(r: &BenchResults) -> Option<Table> {
 }
 
 fn verdict(r: &BenchResults) -> Vec<Span> {
-    let failed = r.expects.iter().filter(|e| !e.passed).count();
+    let failed = r.expects.iter().filter(|e| e.failed()).count();
+    let inconclusive = r.inconclusive();
     let mut v = Vec::new();
     if let Some(why) = &r.incomplete {
         v.push(Span::Strong("Incomplete:".into()));
@@ -332,6 +353,19 @@ fn verdict(r: &BenchResults) -> Vec<Span> {
     }
     if r.expects.is_empty() {
         v.push(text("No expectations were stated."));
+    } else if failed == 0 && inconclusive == r.expects.len() {
+        v.push(Span::Strong("Inconclusive:".into()));
+        v.push(text(format!(
+            " all {inconclusive} expectations read guest-bound phases (the emulated host, \
+             not the drive, set their figures): no verdict."
+        )));
+    } else if failed == 0 && inconclusive > 0 {
+        v.push(Span::Strong("Passed, partly inconclusive:".into()));
+        v.push(text(format!(
+            " {} of {} expectations held; {inconclusive} read guest-bound phases (no verdict).",
+            r.expects.len() - inconclusive,
+            r.expects.len()
+        )));
     } else if failed == 0 {
         v.push(Span::Strong("Passed:".into()));
         v.push(text(format!(" all {} expectations held.", r.expects.len())));

@@ -122,6 +122,7 @@ th{background:#f4f4f4;font-weight:600}
 td.num,th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 td.pass{color:#006b4f;font-weight:600}
 td.fail{color:#b03a00;font-weight:600}
+td.inconclusive{color:#6b5a00;font-weight:600}
 tbody tr:nth-child(even){background:#fafafa}
 figure{margin:1em 0 1.6em}
 figure svg{max-width:100%;height:auto;border:1px solid #eee}
@@ -160,6 +161,7 @@ pub(super) fn to_html(doc: &[Block], scenario: &str, charts: &[Chart]) -> String
                     Col::Num => " class=\"num\"",
                     Col::Status if cell == "PASS" => " class=\"pass\"",
                     Col::Status if cell == "FAIL" => " class=\"fail\"",
+                    Col::Status if cell.starts_with("INCONCLUSIVE") => " class=\"inconclusive\"",
                     _ => "",
                 };
                 out.push_str("<div class=\"scroll\"><table>\n");
