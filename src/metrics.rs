@@ -155,6 +155,20 @@ fn encode_report(dev: &Device, r: &StatsReport, e: &mut Enc<'_, '_>) -> std::fmt
             ("profile", d.profile.clone()),
             ("serial", d.serial.clone()),
             (
+                "model",
+                d.identity
+                    .as_ref()
+                    .map(|i| i.model.clone())
+                    .unwrap_or_default(),
+            ),
+            (
+                "firmware",
+                d.identity
+                    .as_ref()
+                    .map(|i| i.firmware.clone())
+                    .unwrap_or_default(),
+            ),
+            (
                 "backing",
                 d.backing.clone().unwrap_or_else(|| "memory".into()),
             ),

@@ -108,6 +108,19 @@ pub fn stats(r: &StatsReport) -> String {
         d.capacity,
         d.serial
     );
+    if let Some(id) = &d.identity {
+        let wwn = id
+            .wwn
+            .map(|w| format!(", WWN {w:#018x}"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            o,
+            "identity     {}, firmware {}{wwn}, SMART set {}",
+            id.model,
+            id.firmware,
+            id.smart.name()
+        );
+    }
     let _ = writeln!(
         o,
         "data         {}, {} allocated",

@@ -37,7 +37,7 @@ pub mod trimlog;
 
 use std::collections::VecDeque;
 use std::io::{self, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
@@ -227,22 +227,15 @@ pub fn rss_bytes() -> u64 {
     pages * u64::try_from(page).unwrap_or(4096)
 }
 
-/// The 20-byte serial: stable for a profile, capacity and backing file.
-pub fn serial_for(profile: &Profile, backing: Option<&Path>) -> [u8; 20] {
-    let mut a = crc32fast::Hasher::new();
-    a.update(profile.name.as_bytes());
-    a.update(&profile.geometry.exported_capacity.0.to_le_bytes());
-    let where_ = match backing {
-        Some(p) => std::fs::canonicalize(p)
-            .unwrap_or_else(|_| p.to_path_buf())
-            .to_string_lossy()
-            .into_owned(),
-        None => "memory".to_string(),
-    };
-    let b = crc32fast::hash(where_.as_bytes());
-    let s = format!("VSSD{:08X}{:08X}", a.finalize(), b);
+/// The 20-byte serial virtio-blk's GET_ID returns: the profile's
+/// identity serial (`[identity] serial`, or the default derived from the
+/// profile's name and capacity), NUL-padded as virtio-blk specifies for a
+/// serial shorter than 20 bytes.
+pub fn serial_for(profile: &Profile) -> [u8; 20] {
+    let id = profile.identity();
     let mut out = [0u8; 20];
-    out.copy_from_slice(&s.as_bytes()[..20]);
+    let n = id.serial.len().min(20);
+    out[..n].copy_from_slice(&id.serial.as_bytes()[..n]);
     out
 }
 
@@ -294,7 +287,7 @@ impl Device {
         }
         log::info!("{}", origin.describe());
         Ok(Device {
-            serial: serial_for(&opts.profile, store.path()),
+            serial: serial_for(&opts.profile),
             topology: Topology::of(&opts.profile),
             profile: opts.profile,
             model: Mutex::new(ModelState { ssd, offset_ns: 0 }),
@@ -679,7 +672,8 @@ impl Device {
                 capacity: self.capacity(),
                 backing: self.store.path().map(|p| p.display().to_string()),
                 allocated_bytes: self.store.allocated_bytes(),
-                serial: String::from_utf8_lossy(&self.serial).into_owned(),
+                serial: self.profile.identity().serial,
+                identity: Some(self.profile.identity()),
                 stopped: self.stopped().map(str::to_string),
                 model_bytes,
                 rss_bytes: rss_bytes(),
