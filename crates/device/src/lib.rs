@@ -29,6 +29,7 @@ pub mod files;
 pub mod hist;
 pub mod report;
 pub mod scheduler;
+pub mod smart;
 mod state;
 pub mod stats;
 pub mod store;
@@ -621,6 +622,11 @@ impl Device {
         let mut m = self.lock();
         m.ssd.catch_up(now);
         m.ssd.counters()
+    }
+
+    /// The drive's SMART view, from its counters now (`vssd ctl smart`).
+    pub fn smart(&self) -> smart::SmartReport {
+        smart::report(&self.profile, &self.counters())
     }
 
     /// Record a counter sample for the recent write-amplification window
