@@ -456,30 +456,28 @@ pub fn smart(r: &vssd_device::smart::SmartReport) -> String {
     let mut o = String::new();
     let id = &r.identity;
     let nvme = r.nvme.is_some();
-    let (m, s, f) = if nvme {
-        (
-            "Model Number:    ",
-            "Serial Number:   ",
-            "Firmware Version:",
-        )
-    } else {
-        (
-            "Device Model:    ",
-            "Serial Number:   ",
-            "Firmware Version:",
-        )
+    let mut field = |label: &str, v: &str| {
+        let _ = writeln!(o, "{:<18}{v}", format!("{label}:"));
     };
-    let _ = writeln!(o, "{m} {}", id.model);
-    let _ = writeln!(o, "{s} {}", id.serial);
+    field(
+        if nvme { "Model Number" } else { "Device Model" },
+        &id.model,
+    );
+    field("Serial Number", &id.serial);
     if let Some(w) = id.wwn {
         let h = format!("{w:016x}");
-        let _ = writeln!(o, "LU WWN Device Id:  {} {} {}", &h[..1], &h[1..7], &h[7..]);
+        field(
+            "LU WWN Device Id",
+            &format!("{} {} {}", &h[..1], &h[1..7], &h[7..]),
+        );
     }
-    let _ = writeln!(o, "{f} {}", id.firmware);
-    let _ = writeln!(
-        o,
-        "SMART set:         {} (computed by vssd from the drive model's counters)",
-        r.set.name()
+    field("Firmware Version", &id.firmware);
+    field(
+        "SMART set",
+        &format!(
+            "{} (computed by vssd from the drive model's counters)",
+            r.set.name()
+        ),
     );
     o.push('\n');
     if let Some(n) = &r.nvme {
