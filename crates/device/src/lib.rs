@@ -49,7 +49,7 @@ use vm_memory::VolatileSlice;
 use vssd_model::{
     Counters, ModelError, Op, Payload, PersistError, Precondition, PreconditionRun, Request, Ssd,
 };
-use vssd_profile::Profile;
+use vssd_profile::{Profile, ReadAfterTrim};
 
 use self::files::FileError;
 pub use self::state::StateOrigin;
@@ -215,6 +215,7 @@ pub struct Device {
     /// holds data is ever reported as a hole. A secure erase makes it true.
     ftl_describes_data: AtomicBool,
     origin: StateOrigin,
+    read_after_trim: ReadAfterTrim,
 }
 
 /// Resident memory of this process (`/proc/self/statm`), bytes; 0 if unknown.
@@ -287,6 +288,7 @@ impl Device {
             })?;
         }
         log::info!("{}", origin.describe());
+        let read_after_trim = opts.profile.identity().read_after_trim;
         Ok(Device {
             serial: serial_for(&opts.profile),
             topology: Topology::of(&opts.profile),
@@ -302,6 +304,7 @@ impl Device {
             trim_log: TrimLog::default(),
             ftl_describes_data: AtomicBool::new(origin != StateOrigin::OlderThanData),
             origin,
+            read_after_trim,
         })
     }
 
@@ -486,9 +489,31 @@ impl Device {
         let p = self.begin(conn, OpKind::Read, len);
         let r = self.submit(&p, Op::Read, &[(offset, len)]).and_then(|due| {
             self.store.read(offset, bufs).map_err(DeviceError::Io)?;
+            if self.read_after_trim == ReadAfterTrim::Pattern {
+                self.fill_unmapped(offset, len, bufs)?;
+            }
             Ok(due)
         });
         self.settle(p, r)
+    }
+
+    /// `read_after_trim = "pattern"`: the unmapped parts of a read (trimmed
+    /// or never written, as block status reports them) return the pattern.
+    fn fill_unmapped(
+        &self,
+        offset: u64,
+        len: u64,
+        bufs: &[VolatileSlice<'_>],
+    ) -> Result<(), DeviceError> {
+        let mut at = offset;
+        for (n, mapped) in self.allocation(offset, len, usize::MAX) {
+            if !mapped {
+                store::fill_bufs(bufs, offset, at, at + n, ReadAfterTrim::PATTERN_BYTE)
+                    .map_err(DeviceError::Io)?;
+            }
+            at += n;
+        }
+        Ok(())
     }
 
     /// Write `bufs` at `offset..`. With `fua` the data is durable (on the
@@ -522,8 +547,9 @@ impl Device {
         self.settle(p, r)
     }
 
-    /// TRIM `(offset, len)` ranges: the data reads as zeros afterwards.
-    /// With `fua` the zeroing is durable before the completion.
+    /// TRIM `(offset, len)` ranges: the data reads as the profile's
+    /// `read_after_trim` says afterwards (zeros by default). With `fua` the
+    /// zeroing is durable before the completion.
     pub fn discard(&self, conn: &Connection, ranges: &[(u64, u64)], fua: bool) -> Pending {
         let len = ranges.iter().map(|r| r.1).sum();
         let mut p = self.begin(conn, OpKind::Discard, len);
@@ -543,6 +569,9 @@ impl Device {
     ) -> Pending {
         let len = ranges.iter().map(|r| r.1).sum();
         let mut p = self.begin(conn, OpKind::WriteZeroes, len);
+        // Deallocating guarantees zeros only on a drive whose trimmed LBAs
+        // read as zeros (ATA RZAT, NVMe DLFEAT): any other writes them.
+        let unmap = unmap && self.read_after_trim == ReadAfterTrim::Zeros;
         let r = self.trim_ranges(conn, &mut p, Op::WriteZeroes { unmap }, ranges, unmap, fua);
         self.settle(p, r)
     }
@@ -588,8 +617,13 @@ impl Device {
             freed_bytes: outcome.freed_bytes,
             already_unmapped_bytes: outcome.already_unmapped_bytes,
         });
-        for &(o, l) in ranges {
-            self.store.zero(o, l, unmap).map_err(DeviceError::Io)?;
+        // A TRIM on a drive without deterministic zeros leaves the data:
+        // `old-data` returns it, `pattern` covers it on reads.
+        let keep = op == Op::Trim && self.read_after_trim != ReadAfterTrim::Zeros;
+        if !keep {
+            for &(o, l) in ranges {
+                self.store.zero(o, l, unmap).map_err(DeviceError::Io)?;
+            }
         }
         if fua {
             self.store.sync().map_err(DeviceError::Io)?;

@@ -58,6 +58,37 @@ impl SmartSet {
     }
 }
 
+/// What a read of a trimmed (unmapped) LBA returns: ATA's DRAT / RZAT
+/// bits (IDENTIFY word 69 bits 14 and 5), NVMe's DLFEAT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReadAfterTrim {
+    /// Deterministic zeros (DRAT and RZAT; NVMe DLFEAT 001b).
+    #[default]
+    Zeros,
+    /// A deterministic non-zero pattern (DRAT without RZAT; DLFEAT 010b):
+    /// every byte 0xFF.
+    Pattern,
+    /// Not deterministic (neither bit): the old data, as several early
+    /// drives returned until the flash was erased. vssd keeps it until the
+    /// LBA is written again or the drive is secure-erased.
+    OldData,
+}
+
+impl ReadAfterTrim {
+    /// The byte a read of a trimmed LBA returns in `pattern` mode.
+    pub const PATTERN_BYTE: u8 = 0xFF;
+
+    /// The mode's name as in TOML.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReadAfterTrim::Zeros => "zeros",
+            ReadAfterTrim::Pattern => "pattern",
+            ReadAfterTrim::OldData => "old-data",
+        }
+    }
+}
+
 /// `[identity]` as written in a profile; empty fields take defaults (see
 /// [`Profile::identity`]).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -78,9 +109,16 @@ pub struct IdentitySpec {
     /// SMART attribute set (default: `nvme` on PCIe interfaces, else `generic`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub smart: Option<SmartSet>,
+    /// What reads of trimmed LBAs return (default `zeros`).
+    #[serde(skip_serializing_if = "is_zeros")]
+    pub read_after_trim: ReadAfterTrim,
     /// Where the strings come from (documentation).
     #[serde(skip_serializing_if = "String::is_empty")]
     pub source: String,
+}
+
+fn is_zeros(v: &ReadAfterTrim) -> bool {
+    *v == ReadAfterTrim::Zeros
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -100,6 +138,9 @@ pub struct Identity {
     pub wwn: Option<u64>,
     /// SMART attribute set.
     pub smart: SmartSet,
+    /// What reads of trimmed LBAs return.
+    #[serde(default)]
+    pub read_after_trim: ReadAfterTrim,
 }
 
 /// FNV-1a, 64 bits: a stable hash for default serials (no dependency).
@@ -157,6 +198,7 @@ impl Profile {
             firmware,
             wwn: (s.wwn != 0).then_some(s.wwn),
             smart,
+            read_after_trim: s.read_after_trim,
         }
     }
 }

@@ -17,7 +17,7 @@ pub use period::{
     Controller, Mapping, MappingPolicy, Reduction, SlcCache, SlcMode, Spec, Trim, Wear,
 };
 
-pub use identity::{Identity, IdentitySpec, SmartSet};
+pub use identity::{Identity, IdentitySpec, ReadAfterTrim, SmartSet};
 pub use validate::MIN_BLOCKS_PER_PLANE;
 
 use serde::{Deserialize, Serialize};

@@ -652,6 +652,7 @@ mod tests {
             firmware: "F1".into(),
             wwn: None,
             smart: vssd_profile::SmartSet::Generic,
+            read_after_trim: Default::default(),
         };
         let g = Guest::new()
             .disk(Disk::VhostUserBlk {
