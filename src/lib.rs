@@ -21,6 +21,7 @@
 //!   streams): how commands write to standard output.
 
 pub mod metrics;
+pub mod qemu_args;
 pub mod serve;
 
 pub use vssd_common::cli_out;

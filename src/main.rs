@@ -49,6 +49,9 @@ enum Cmd {
     /// (validation/*.toml) and report each figure's error.
     #[cfg(feature = "kit")]
     Validate(vssd_kit::validate::ValidateArgs),
+    /// Print the QEMU arguments (or libvirt XML) that attach a `vssd serve`
+    /// drive on a bus, with the preset's model, serial and firmware.
+    QemuArgs(vssd::qemu_args::QemuArgsArgs),
     /// Drive a vhost-user-blk backend (vssd serve, qemu-storage-daemon) without a guest and measure it.
     Loadgen(vssd::loadgen::LoadgenArgs),
 }
@@ -164,6 +167,7 @@ fn main() -> ExitCode {
         Cmd::Serve(a) => vssd::serve::run(a).map_err(Into::into),
         Cmd::Ctl(a) => vssd::ctl::run(a).map_err(Into::into),
         Cmd::Loadgen(a) => vssd::loadgen::run(a).map_err(Into::into),
+        Cmd::QemuArgs(a) => vssd::qemu_args::run(a).map_err(Into::into),
     };
     match cli_out::finish(r) {
         cli_out::Exit::Success => ExitCode::SUCCESS,

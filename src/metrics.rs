@@ -146,6 +146,73 @@ fn quantiles(base: &Labels, s: &Summary) -> Vec<(Labels, f64)> {
     .collect()
 }
 
+/// The same values as `vssd ctl smart`: ATA attributes by ID and name, or
+/// the NVMe health log fields.
+fn encode_smart(sm: &vssd_device::smart::SmartReport, e: &mut Enc<'_, '_>) -> std::fmt::Result {
+    if let Some(n) = &sm.nvme {
+        if let Some(p) = n.percentage_used {
+            e.gauge(
+                "vssd_nvme_percentage_used",
+                "NVMe health log: percentage used (mean erase count over the rated P/E cycles)",
+                p as f64,
+            )?;
+        }
+        for (name, help, v) in [
+            (
+                "vssd_nvme_data_units_read",
+                "NVMe health log: data units read (1000 x 512 bytes, rounded up)",
+                n.data_units_read,
+            ),
+            (
+                "vssd_nvme_data_units_written",
+                "NVMe health log: data units written (1000 x 512 bytes, rounded up)",
+                n.data_units_written,
+            ),
+            (
+                "vssd_nvme_host_read_commands",
+                "NVMe health log: host read commands",
+                n.host_read_commands,
+            ),
+            (
+                "vssd_nvme_host_write_commands",
+                "NVMe health log: host write commands",
+                n.host_write_commands,
+            ),
+            (
+                "vssd_nvme_media_errors",
+                "NVMe health log: media and data integrity errors",
+                n.media_errors,
+            ),
+        ] {
+            e.counter(name, help, v)?;
+        }
+        return Ok(());
+    }
+    let label = |a: &vssd_device::smart::Attribute| -> Labels {
+        vec![("id", a.id.to_string()), ("name", a.name.clone())]
+    };
+    let raw: Vec<(Labels, f64)> = sm
+        .attributes
+        .iter()
+        .map(|a| (label(a), a.raw as f64))
+        .collect();
+    e.gauges(
+        "vssd_smart_attribute_raw",
+        "SMART attribute raw value, in the attribute set of the drive's controller (vssd ctl smart)",
+        &raw,
+    )?;
+    let value: Vec<(Labels, f64)> = sm
+        .attributes
+        .iter()
+        .filter_map(|a| a.value.map(|v| (label(a), v as f64)))
+        .collect();
+    e.gauges(
+        "vssd_smart_attribute_value",
+        "SMART attribute normalised value (100 = new)",
+        &value,
+    )
+}
+
 fn encode_report(dev: &Device, r: &StatsReport, e: &mut Enc<'_, '_>) -> std::fmt::Result {
     let d = &r.drive;
     {
@@ -155,12 +222,27 @@ fn encode_report(dev: &Device, r: &StatsReport, e: &mut Enc<'_, '_>) -> std::fmt
             ("profile", d.profile.clone()),
             ("serial", d.serial.clone()),
             (
+                "model",
+                d.identity
+                    .as_ref()
+                    .map(|i| i.model.clone())
+                    .unwrap_or_default(),
+            ),
+            (
+                "firmware",
+                d.identity
+                    .as_ref()
+                    .map(|i| i.firmware.clone())
+                    .unwrap_or_default(),
+            ),
+            (
                 "backing",
                 d.backing.clone().unwrap_or_else(|| "memory".into()),
             ),
         ];
         m.encode_info(&labels)?;
     }
+    encode_smart(&vssd_device::smart::report(dev.profile(), &r.counters), e)?;
     e.gauge(
         "vssd_drive_capacity_bytes",
         "Exported capacity",

@@ -64,7 +64,8 @@ fn setup() -> std::sync::MutexGuard<'static, ()> {
     guest_lock()
 }
 
-/// Test 1: the guest sees the advertised size, discard and write-zeroes limits and block sizes.
+/// Test 1: the guest sees the advertised size, discard and write-zeroes
+/// limits and block sizes, and the drive's serial (virtio-blk GET_ID).
 #[test]
 fn guest_sees_the_advertised_disk() {
     let _g = setup();
@@ -73,6 +74,7 @@ fn guest_sees_the_advertised_disk() {
     let run = boot(
         &serve,
         "q=/sys/block/vda/queue
+echo serial=$(cat /sys/block/vda/serial)
 echo size=$(cat /sys/block/vda/size)
 for f in discard_max_bytes write_zeroes_max_bytes logical_block_size physical_block_size discard_granularity; do
   echo $f=$(cat $q/$f)
@@ -85,6 +87,15 @@ done",
     assert_eq!(get("logical_block_size"), 512);
     assert_eq!(get("physical_block_size"), 8192, "the profile's page size");
     assert_eq!(get("discard_granularity"), 8192);
+    // virtio-blk's GET_ID: the serial of the profile's identity.
+    let serial = run
+        .output
+        .lines()
+        .find_map(|l| l.strip_prefix("serial="))
+        .unwrap_or_else(|| panic!("no serial in:\n{}", run.output));
+    let id = serve.report().drive.identity.expect("identity");
+    assert_eq!(serial.trim(), id.serial);
+    assert!(id.serial.starts_with("VSSD"), "{}", id.serial);
     serve.stop_ok();
 }
 

@@ -121,11 +121,12 @@ blkdiscard -o 2097152 -l 1048576 /dev/nvme0n1 && echo nvme-trim=ok
         .disk(Disk::NbdSata {
             socket: socket.clone(),
             export: "sata".into(),
+            identity: vssd::profile::Profile::load("instant").unwrap().identity(),
         })
         .disk(Disk::NbdNvme {
             socket: socket.clone(),
             export: "nvme".into(),
-            serial: "VSSDTEST1".into(),
+            identity: vssd::profile::Profile::load("nvme-tlc").unwrap().identity(),
         })
         .run_script(script, Duration::from_secs(300))
         .expect("guest run failed");

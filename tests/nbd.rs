@@ -566,3 +566,66 @@ fn tcp_listener_is_loopback_unless_asked() {
     assert_eq!(serve.report().frontends.len(), 1, "NBD only");
     serve.stop_ok();
 }
+
+/// `[identity] read_after_trim` through NBD with libnbd: after a TRIM a read
+/// returns zeros, the 0xFF pattern or the old data, as the profile says;
+/// write-zeroes (which may deallocate) reads zeros in every mode; block
+/// status calls a trimmed range a hole, and says it reads as zeros only in
+/// `zeros` mode.
+#[test]
+fn reads_after_trim_follow_the_profile_through_nbd() {
+    tool("nbdsh", &["--version"]); // with Debian's python3, as the test runs it
+    use vssd::profile::{Profile, ReadAfterTrim};
+    for (mode, byte) in [
+        (ReadAfterTrim::Zeros, 0u8),
+        (ReadAfterTrim::Pattern, 0xFF),
+        (ReadAfterTrim::OldData, 0x5A),
+    ] {
+        let mut p = Profile::load_with_capacity("sata-mlc-2011", Some(64 * MIB)).unwrap();
+        p.identity.read_after_trim = mode;
+        let dir = scratch_dir();
+        let toml = dir.path().join("p.toml");
+        std::fs::write(&toml, p.to_toml()).unwrap();
+        let mode = mode.name();
+        let nbd = dir.path().join("nbd.sock");
+        let serve = Serve::start(
+            dir.path(),
+            &[
+                "--profile",
+                toml.to_str().unwrap(),
+                "--memory",
+                "--nbd",
+                &format!("unix:{}", nbd.display()),
+            ],
+        );
+        let script = format!(
+            "h.pwrite(b'\\x5a' * {m2}, 0)\nh.trim({m1}, 0)\nh.zero({m1}, {m1})\n\
+             t = h.pread({m1}, 0)\nz = h.pread({m1}, {m1})\n\
+             print('TRIMMED', sorted(set(t)))\nprint('ZEROED', sorted(set(z)))\n\
+             ext = []\nh.block_status({m1}, 0, lambda ctx, off, e, err: ext.extend(e))\n\
+             print('EXT', ext)",
+            m1 = MIB,
+            m2 = 2 * MIB,
+        );
+        let out = tool(
+            "nbdsh",
+            &["--base-allocation", "-u", &uri(&nbd), "-c", &script],
+        );
+        let line = |p: &str| {
+            out.lines()
+                .find_map(|l| l.strip_prefix(p))
+                .unwrap_or_else(|| panic!("{mode}: no {p} in {out}"))
+                .to_string()
+        };
+        assert_eq!(line("TRIMMED "), format!("[{byte}]"), "{mode}: {out}");
+        assert_eq!(
+            line("ZEROED "),
+            "[0]",
+            "{mode}: write-zeroes must read zeros"
+        );
+        let ext = line("EXT ");
+        let flags = if mode == "zeros" { 3 } else { 1 };
+        assert_eq!(ext, format!("[{MIB}, {flags}]"), "{mode}: block status");
+        serve.stop_ok();
+    }
+}

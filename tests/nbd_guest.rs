@@ -2,7 +2,8 @@
 //! SATA and NVMe guests on vssd: a real Linux guest sees the drive through
 //! QEMU's NBD client as a SATA SSD on AHCI and as an NVMe namespace, passes
 //! fio verify on both, and its TRIMs show up in the drive's TRIM audit with
-//! the right byte counts; the trim-passthrough scenario's numbers are right.
+//! the right byte counts; the trim-passthrough scenario's numbers are right;
+//! the guest sees the preset's identity (model, serial, firmware, WWN).
 
 mod common;
 
@@ -24,6 +25,8 @@ fn setup() -> std::sync::MutexGuard<'static, ()> {
 
 /// One boot, one drive, two NBD listeners: the guest sees it as /dev/sda
 /// (AHCI) and /dev/nvme0n1; each listener's audit counts its own TRIMs.
+/// Linux reports the preset's model, serial, firmware and WWN on SATA and
+/// its serial on NVMe (QEMU 7.2 fixes the NVMe model and firmware).
 #[test]
 fn sata_and_nvme_guests_pass_verify_and_their_trims_are_audited() {
     let _g = setup();
@@ -34,7 +37,7 @@ fn sata_and_nvme_guests_pass_verify_and_their_trims_are_audited() {
         dir.path(),
         &[
             "--profile",
-            "sata-mlc-2011",
+            "crucial-m4-128",
             "--capacity",
             "512M",
             "--memory",
@@ -54,6 +57,9 @@ fn sata_and_nvme_guests_pass_verify_and_their_trims_are_audited() {
     };
     let script = format!(
         "set -e
+echo \"sata-id model=$(cat /sys/block/sda/device/model) rev=$(cat /sys/block/sda/device/rev) wwid=$(cat /sys/block/sda/device/wwid)\"
+echo \"sata-serial $(tail -c +5 /sys/block/sda/device/vpd_pg80)\"
+echo \"nvme-id serial=$(cat /sys/class/nvme/nvme0/serial) model=$(cat /sys/class/nvme/nvme0/model) fw=$(cat /sys/class/nvme/nvme0/firmware_rev)\"
 for d in sda nvme0n1; do
   q=/sys/block/$d/queue
   echo \"$d size=$(cat /sys/block/$d/size) rot=$(cat $q/rotational) dmax=$(cat $q/discard_max_bytes)\"
@@ -69,21 +75,48 @@ echo zeros=$(dd if=/dev/nvme0n1 bs=1M count=32 iflag=direct 2>/dev/null | tr -d 
         256 * MIB,
         16 * MIB,
     );
+    // What the daemon says the drive is: the guest must see the same.
+    let identity = serve.report().drive.identity.expect("drive identity");
+    assert_eq!(identity.model, "M4-CT128M4SSD2");
     let run = Guest::new()
         .disk(Disk::NbdSata {
             socket: sata.clone(),
             export: "vssd".into(),
+            identity: identity.clone(),
         })
         .disk(Disk::NbdNvme {
             socket: nvme.clone(),
             export: "".into(),
-            serial: "VSSDTEST".into(),
+            identity: identity.clone(),
         })
         .run_script(&script, Duration::from_secs(900))
         .expect("guest run");
     eprintln!("{}", run.output);
     run.expect_success();
     let out = &run.output;
+    let line = |prefix: &str| {
+        out.lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix} line:\n{out}"))
+            .to_string()
+    };
+    // SCSI INQUIRY (libata's translation) carries 16 characters of the
+    // ATA model and 4 of the firmware revision; the serial comes whole.
+    let sata_id = line("sata-id ");
+    assert!(sata_id.contains("model=M4-CT128M4SSD2"), "{sata_id}");
+    assert!(sata_id.contains("rev=0009"), "{sata_id}");
+    assert!(
+        sata_id.contains(&format!("{:x}", identity.wwn.unwrap())),
+        "the WWN must reach the guest: {sata_id}"
+    );
+    let sata_serial = line("sata-serial ");
+    assert!(sata_serial.contains(&identity.serial), "{sata_serial}");
+    let nvme_id = line("nvme-id ");
+    assert!(
+        nvme_id.contains(&format!("serial={}", identity.serial)),
+        "{nvme_id}"
+    );
+    assert!(nvme_id.contains("model=QEMU NVMe Ctrl"), "{nvme_id}");
     for d in ["sda", "nvme0n1"] {
         let line = out
             .lines()

@@ -631,3 +631,84 @@ fn a_dilated_daemon_says_so_and_idles_on_request() {
         assert!(err.contains("--time-scale"), "{bad}: {err}");
     }
 }
+
+/// `ctl smart`: the attributes of the preset's controller family (Crucial
+/// m4: Marvell), each computed from the counters `ctl stats` shows.
+#[test]
+fn smart_attributes_come_from_the_counters() {
+    let dir = tempfile::tempdir().unwrap();
+    let serve = Serve::start(
+        dir.path(),
+        &[
+            "--profile",
+            "crucial-m4-128",
+            "--capacity",
+            "1G",
+            "--memory",
+        ],
+    );
+    request(
+        &serve.control,
+        &CtlRequest::Precondition {
+            steps: vec![
+                Step::FillSeq { bs: 128 << 10 },
+                Step::Random {
+                    bs: 4096,
+                    amount: "1x".into(),
+                },
+            ],
+            seed: 3,
+            progress: false,
+        },
+    )
+    .expect("precondition");
+    let ctl = |args: &[&str]| {
+        let out = Command::new(VSSD)
+            .arg("ctl")
+            .arg("--control")
+            .arg(&serve.control)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let smart: Value = serde_json::from_str(&ctl(&["smart", "--json"])).unwrap();
+    let c = serve.report().counters;
+    assert_eq!(smart["set"], "marvell");
+    assert_eq!(smart["identity"]["model"], "M4-CT128M4SSD2");
+    let attr = |id: u64| {
+        smart["attributes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["id"] == id)
+            .unwrap_or_else(|| panic!("no attribute {id}: {smart}"))
+            .clone()
+    };
+    assert!(
+        c.erase_count_avg > 0.0,
+        "the precondition must have erased blocks"
+    );
+    assert_eq!(attr(173)["raw"], c.erase_count_avg.floor() as u64);
+    assert_eq!(attr(246)["raw"], c.host_written_bytes / 512);
+    let used = c.erase_count_avg / 3000.0 * 100.0;
+    assert_eq!(attr(202)["raw"], used.floor() as u64);
+    assert_eq!(attr(173)["value"], 100 - used.floor() as u64);
+    let text = ctl(&["smart"]);
+    assert!(text.contains("Device Model:     M4-CT128M4SSD2"), "{text}");
+    assert!(text.contains("ID# ATTRIBUTE_NAME"), "{text}");
+    let row = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("173 Wear_Leveling_Count"))
+        .unwrap_or_else(|| panic!("no 173 row:\n{text}"));
+    assert!(
+        row.ends_with(&format!(" {}", c.erase_count_avg.floor() as u64)),
+        "{row}"
+    );
+    serve.stop_ok();
+}

@@ -736,6 +736,15 @@ fn metrics_endpoint_serves_the_ctl_stats_numbers() {
     );
     assert!(text.contains(&line), "{line} not in\n{text}");
     assert!(text.contains("vssd_lateness_seconds_bucket"), "{text}");
+    // SMART (instant: the generic set): LBAs written from the same counter.
+    let smart = text
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("vssd_smart_attribute_raw{id=\"241\",name=\"Total_LBAs_Written\"} ")
+        })
+        .unwrap_or_else(|| panic!("no SMART attribute 241 in\n{text}"));
+    let lbas: f64 = smart.trim().parse().unwrap();
+    assert_eq!(lbas as u64, rep.counters.host_written_bytes / 512);
     assert!(
         text.contains("vssd_process_resident_memory_bytes"),
         "{text}"

@@ -69,6 +69,11 @@ pub struct ServeArgs {
     /// Exported capacity (geometry scaled, usable spare area kept in proportion), e.g. `8G`.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub capacity: Option<u64>,
+    /// Serial number the drive reports instead of its profile's (for two
+    /// drives of one preset in one guest); `vssd qemu-args --serial` must
+    /// then be given the same.
+    #[arg(long, value_name = "S")]
+    pub serial: Option<String>,
     /// Sparse backing file for the data (created if missing).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["memory", "state_dir"])]
     pub backing: Option<PathBuf>,
@@ -272,7 +277,10 @@ fn base_path(args: &ServeArgs) -> Option<PathBuf> {
 /// Run the daemon until SIGINT/SIGTERM.
 pub fn run(args: ServeArgs) -> Result<(), ServeError> {
     let sigset = block_signals().map_err(ServeError::Setup)?;
-    let profile = Profile::load_with_capacity(&args.profile, args.capacity)?;
+    let mut profile = Profile::load_with_capacity(&args.profile, args.capacity)?;
+    if let Some(s) = &args.serial {
+        profile = profile.with_serial(s)?;
+    }
     profile.check_memory()?;
     if !args.queue_size.is_power_of_two() {
         return Err(ServeError::Usage(format!(

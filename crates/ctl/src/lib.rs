@@ -19,8 +19,8 @@ use serde_json::Value;
 use thiserror::Error;
 
 use self::protocol::{
-    CtlReply, CtlRequest, EraseResult, PreconditionResult, ProgressLine, StatsReport, Step,
-    TrimLogResult,
+    CtlReply, CtlRequest, EraseResult, PreconditionResult, ProgressLine, SmartReport, StatsReport,
+    Step, TrimLogResult,
 };
 use vssd_profile::size::parse_size;
 
@@ -102,6 +102,15 @@ pub enum CtlCmd {
     /// Drive counters, write amplification, latency and lateness, frontends
     /// and their TRIM audit.
     Stats {
+        /// Print the reply as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The drive's health as its controller family reported it (SMART
+    /// attributes in `smartctl -A` style, or the NVMe health log), computed
+    /// from the model's counters. On the SATA and NVMe buses the guest's
+    /// own smartctl sees QEMU's emulated SMART, not this.
+    Smart {
         /// Print the reply as JSON.
         #[arg(long)]
         json: bool,
@@ -410,6 +419,14 @@ pub fn run(args: CtlArgs) -> Result<(), CtlError> {
                 print_json(&r)?;
             } else {
                 print_text(&format::stats(&r))?;
+            }
+        }
+        CtlCmd::Smart { json } => {
+            let r: SmartReport = client.call_typed(&CtlRequest::Smart, &mut |_| {})?;
+            if json {
+                print_json(&r)?;
+            } else {
+                print_text(&format::smart(&r))?;
             }
         }
         CtlCmd::TrimLog { follow, last, json } => {

@@ -1,6 +1,7 @@
 //! Control-socket protocol: one JSON object per line each way.
 //!
-//! Requests: `{"cmd":"stats"}`, `{"cmd":"secure-erase"}`, `{"cmd":"idle","ns":5000000000}`,
+//! Requests: `{"cmd":"stats"}`, `{"cmd":"smart"}`, `{"cmd":"secure-erase"}`,
+//! `{"cmd":"idle","ns":5000000000}`,
 //! `{"cmd":"precondition","steps":[{"step":"fill-seq","bs":131072},
 //! {"step":"random","bs":4096,"amount":"2x"}],"seed":1,"progress":true}`.
 //! Replies: `{"ok":true,"result":{...}}` or `{"ok":false,"error":"..."}`;
@@ -15,6 +16,7 @@
 use serde::{Deserialize, Serialize};
 
 pub use vssd_device::StatsReport;
+pub use vssd_device::smart::SmartReport;
 pub use vssd_device::trimlog::TrimRecord;
 use vssd_model::{Counters, Precondition};
 
@@ -26,6 +28,8 @@ pub enum CtlRequest {
     Stats,
     /// Back to a fresh drive; all data reads as zeros.
     SecureErase,
+    /// The drive's SMART attributes (or NVMe health log), from its counters.
+    Smart,
     /// The most recent discards and write-zeroes, oldest first.
     TrimLog {
         /// Only records after this sequence number.
@@ -247,6 +251,8 @@ mod tests {
             matches!(r, CtlRequest::Precondition { ref steps, seed: 0, progress: false } if steps.len() == 2)
         );
         assert!(serde_json::from_str::<CtlRequest>(r#"{"cmd":"format-c"}"#).is_err());
+        let r: CtlRequest = serde_json::from_str(r#"{"cmd":"smart"}"#).unwrap();
+        assert_eq!(r, CtlRequest::Smart);
     }
 
     #[test]

@@ -50,6 +50,7 @@ pub fn handle_line(
     };
     match req {
         CtlRequest::Stats => CtlReply::ok(&device.report()),
+        CtlRequest::Smart => CtlReply::ok(&device.smart()),
         CtlRequest::TrimLog { after, max } => {
             let (records, lost) = device.trim_log(after, max.min(10_000));
             CtlReply::ok(&TrimLogResult { records, lost })

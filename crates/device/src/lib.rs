@@ -33,6 +33,7 @@ pub mod files;
 pub mod hist;
 pub mod report;
 pub mod scheduler;
+pub mod smart;
 mod state;
 pub mod stats;
 pub mod store;
@@ -41,7 +42,7 @@ pub mod trimlog;
 
 use std::collections::VecDeque;
 use std::io::{self, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
@@ -53,7 +54,7 @@ use vssd_common::clock::TimeScale;
 use vssd_model::{
     Counters, ModelError, Op, Payload, PersistError, Precondition, PreconditionRun, Request, Ssd,
 };
-use vssd_profile::Profile;
+use vssd_profile::{Profile, ReadAfterTrim};
 
 use self::files::FileError;
 pub use self::state::StateOrigin;
@@ -224,6 +225,7 @@ pub struct Device {
     /// holds data is ever reported as a hole. A secure erase makes it true.
     ftl_describes_data: AtomicBool,
     origin: StateOrigin,
+    read_after_trim: ReadAfterTrim,
 }
 
 /// Resident memory of this process (`/proc/self/statm`), bytes; 0 if unknown.
@@ -237,22 +239,15 @@ pub fn rss_bytes() -> u64 {
     pages * u64::try_from(page).unwrap_or(4096)
 }
 
-/// The 20-byte serial: stable for a profile, capacity and backing file.
-pub fn serial_for(profile: &Profile, backing: Option<&Path>) -> [u8; 20] {
-    let mut a = crc32fast::Hasher::new();
-    a.update(profile.name.as_bytes());
-    a.update(&profile.geometry.exported_capacity.0.to_le_bytes());
-    let where_ = match backing {
-        Some(p) => std::fs::canonicalize(p)
-            .unwrap_or_else(|_| p.to_path_buf())
-            .to_string_lossy()
-            .into_owned(),
-        None => "memory".to_string(),
-    };
-    let b = crc32fast::hash(where_.as_bytes());
-    let s = format!("VSSD{:08X}{:08X}", a.finalize(), b);
+/// The 20-byte serial virtio-blk's GET_ID returns: the profile's
+/// identity serial (`[identity] serial`, or the default derived from the
+/// profile's name and capacity), NUL-padded as virtio-blk specifies for a
+/// serial shorter than 20 bytes.
+pub fn serial_for(profile: &Profile) -> [u8; 20] {
+    let id = profile.identity();
     let mut out = [0u8; 20];
-    out.copy_from_slice(&s.as_bytes()[..20]);
+    let n = id.serial.len().min(20);
+    out[..n].copy_from_slice(&id.serial.as_bytes()[..n]);
     out
 }
 
@@ -303,8 +298,9 @@ impl Device {
             })?;
         }
         log::info!("{}", origin.describe());
+        let read_after_trim = opts.profile.identity().read_after_trim;
         Ok(Device {
-            serial: serial_for(&opts.profile, store.path()),
+            serial: serial_for(&opts.profile),
             topology: Topology::of(&opts.profile),
             profile: opts.profile,
             model: Mutex::new(ModelState { ssd, offset_ns: 0 }),
@@ -319,6 +315,7 @@ impl Device {
             trim_log: TrimLog::default(),
             ftl_describes_data: AtomicBool::new(origin != StateOrigin::OlderThanData),
             origin,
+            read_after_trim,
         })
     }
 
@@ -514,9 +511,31 @@ impl Device {
         let p = self.begin(conn, OpKind::Read, len);
         let r = self.submit(&p, Op::Read, &[(offset, len)]).and_then(|due| {
             self.store.read(offset, bufs).map_err(DeviceError::Io)?;
+            if self.read_after_trim == ReadAfterTrim::Pattern {
+                self.fill_unmapped(offset, len, bufs)?;
+            }
             Ok(due)
         });
         self.settle(p, r)
+    }
+
+    /// `read_after_trim = "pattern"`: the unmapped parts of a read (trimmed
+    /// or never written, as block status reports them) return the pattern.
+    fn fill_unmapped(
+        &self,
+        offset: u64,
+        len: u64,
+        bufs: &[VolatileSlice<'_>],
+    ) -> Result<(), DeviceError> {
+        let mut at = offset;
+        for (n, mapped) in self.allocation(offset, len, usize::MAX) {
+            if !mapped {
+                store::fill_bufs(bufs, offset, at, at + n, ReadAfterTrim::PATTERN_BYTE)
+                    .map_err(DeviceError::Io)?;
+            }
+            at += n;
+        }
+        Ok(())
     }
 
     /// Write `bufs` at `offset..`. With `fua` the data is durable (on the
@@ -550,8 +569,9 @@ impl Device {
         self.settle(p, r)
     }
 
-    /// TRIM `(offset, len)` ranges: the data reads as zeros afterwards.
-    /// With `fua` the zeroing is durable before the completion.
+    /// TRIM `(offset, len)` ranges: the data reads as the profile's
+    /// `read_after_trim` says afterwards (zeros by default). With `fua` the
+    /// zeroing is durable before the completion.
     pub fn discard(&self, conn: &Connection, ranges: &[(u64, u64)], fua: bool) -> Pending {
         let len = ranges.iter().map(|r| r.1).sum();
         let mut p = self.begin(conn, OpKind::Discard, len);
@@ -571,6 +591,9 @@ impl Device {
     ) -> Pending {
         let len = ranges.iter().map(|r| r.1).sum();
         let mut p = self.begin(conn, OpKind::WriteZeroes, len);
+        // Deallocating guarantees zeros only on a drive whose trimmed LBAs
+        // read as zeros (ATA RZAT, NVMe DLFEAT): any other writes them.
+        let unmap = unmap && self.read_after_trim == ReadAfterTrim::Zeros;
         let r = self.trim_ranges(conn, &mut p, Op::WriteZeroes { unmap }, ranges, unmap, fua);
         self.settle(p, r)
     }
@@ -616,8 +639,13 @@ impl Device {
             freed_bytes: outcome.freed_bytes,
             already_unmapped_bytes: outcome.already_unmapped_bytes,
         });
-        for &(o, l) in ranges {
-            self.store.zero(o, l, unmap).map_err(DeviceError::Io)?;
+        // A TRIM on a drive without deterministic zeros leaves the data:
+        // `old-data` returns it, `pattern` covers it on reads.
+        let keep = op == Op::Trim && self.read_after_trim != ReadAfterTrim::Zeros;
+        if !keep {
+            for &(o, l) in ranges {
+                self.store.zero(o, l, unmap).map_err(DeviceError::Io)?;
+            }
         }
         if fua {
             self.store.sync().map_err(DeviceError::Io)?;
@@ -650,6 +678,11 @@ impl Device {
         let mut m = self.lock();
         m.ssd.catch_up(now);
         m.ssd.counters()
+    }
+
+    /// The drive's SMART view, from its counters now (`vssd ctl smart`).
+    pub fn smart(&self) -> smart::SmartReport {
+        smart::report(&self.profile, &self.counters())
     }
 
     /// Record a counter sample for the recent write-amplification window
@@ -701,7 +734,8 @@ impl Device {
                 capacity: self.capacity(),
                 backing: self.store.path().map(|p| p.display().to_string()),
                 allocated_bytes: self.store.allocated_bytes(),
-                serial: String::from_utf8_lossy(&self.serial).into_owned(),
+                serial: self.profile.identity().serial,
+                identity: Some(self.profile.identity()),
                 stopped: self.stopped().map(str::to_string),
                 model_bytes,
                 rss_bytes: rss_bytes(),

@@ -146,6 +146,10 @@ pub struct DriveReport {
     pub allocated_bytes: u64,
     /// Serial number.
     pub serial: String,
+    /// What the drive reports about itself (`[identity]`): model, serial,
+    /// firmware, WWN, SMART attribute set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<vssd_profile::Identity>,
     /// Why the drive stopped serving I/O, if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped: Option<String>,

@@ -306,3 +306,93 @@ fn idle_lets_the_drive_catch_up_at_once() {
         "{rested} ns after idling, {busy} ns without"
     );
 }
+
+/// `[identity] read_after_trim`: what a read of a trimmed range returns,
+/// for every mode and both stores; write-zeroes reads zeros in all of them
+/// (a drive without deterministic zeros writes them instead of
+/// deallocating); the rest of the drive keeps its data.
+#[test]
+fn reads_after_trim_follow_the_profile_and_write_zeroes_reads_zeros() {
+    use vssd_profile::ReadAfterTrim;
+    let d = tempfile::tempdir().unwrap();
+    for mode in [
+        ReadAfterTrim::Zeros,
+        ReadAfterTrim::Pattern,
+        ReadAfterTrim::OldData,
+    ] {
+        for file in [false, true] {
+            let mut profile =
+                Profile::load_with_capacity("sata-mlc-2011", Some(256 << 20)).unwrap();
+            profile.identity.read_after_trim = mode;
+            let data = if file {
+                DataLocation::File(d.path().join(format!("{}.img", mode.name())))
+            } else {
+                DataLocation::Memory
+            };
+            let dev = Device::open(DeviceOptions {
+                profile,
+                data,
+                state_file: None,
+                seed: 1,
+                time_scale: Default::default(),
+            })
+            .unwrap();
+            assert_eq!(
+                dev.topology().unmapped_reads_zero,
+                mode == ReadAfterTrim::Zeros
+            );
+            let conn = dev.register_frontend("test", "", "").connect("");
+            let mut w = vec![0x5Au8; 1 << 20];
+            dev.write(&conn, 0, &[VolatileSlice::from(&mut w[..])], false)
+                .complete(0);
+            // Trim the first 256 KiB, write-zero (unmap allowed) the next.
+            dev.discard(&conn, &[(0, 256 << 10)], false).complete(0);
+            dev.write_zeroes(&conn, &[(256 << 10, 256 << 10)], true, false)
+                .complete(0);
+            let mut back = vec![0u8; 1 << 20];
+            dev.read(&conn, 0, &[VolatileSlice::from(&mut back[..])])
+                .complete(0);
+            let trimmed = match mode {
+                ReadAfterTrim::Zeros => 0x00,
+                ReadAfterTrim::Pattern => ReadAfterTrim::PATTERN_BYTE,
+                ReadAfterTrim::OldData => 0x5A,
+            };
+            let what = format!("{} ({})", mode.name(), if file { "file" } else { "memory" });
+            assert!(
+                back[..256 << 10].iter().all(|&b| b == trimmed),
+                "{what}: trimmed range"
+            );
+            assert!(
+                back[256 << 10..512 << 10].iter().all(|&b| b == 0),
+                "{what}: write-zeroes must read zeros"
+            );
+            assert!(
+                back[512 << 10..].iter().all(|&b| b == 0x5A),
+                "{what}: untouched data"
+            );
+            // A read that straddles trimmed and mapped data, in pieces.
+            let (mut a, mut b) = (vec![1u8; 2560], vec![1u8; 2560]);
+            let r = dev.read(
+                &conn,
+                (256 << 10) - 2048,
+                &[
+                    VolatileSlice::from(&mut a[..]),
+                    VolatileSlice::from(&mut b[..]),
+                ],
+            );
+            assert_eq!(r.status(), Status::Ok);
+            r.complete(0);
+            assert!(a[..2048].iter().all(|&x| x == trimmed), "{what}");
+            assert!(a[2048..].iter().chain(&b).all(|&x| x == 0), "{what}");
+            // Written again, the LBAs hold the new data in every mode.
+            let mut w2 = vec![0x33u8; 4096];
+            dev.write(&conn, 0, &[VolatileSlice::from(&mut w2[..])], false)
+                .complete(0);
+            let mut c = vec![0u8; 8192];
+            dev.read(&conn, 0, &[VolatileSlice::from(&mut c[..])])
+                .complete(0);
+            assert!(c[..4096].iter().all(|&x| x == 0x33), "{what}");
+            assert!(c[4096..].iter().all(|&x| x == trimmed), "{what}");
+        }
+    }
+}

@@ -35,6 +35,9 @@ pub struct Topology {
     pub max_write_zeroes_range: u64,
     /// Unmapping write-zeroes deallocates (reads return zeros after either).
     pub write_zeroes_may_unmap: bool,
+    /// Trimmed and never-written LBAs read as zeros (`read_after_trim =
+    /// "zeros"`): NBD block status may then say ZERO for a hole.
+    pub unmapped_reads_zero: bool,
     /// The drive has a volatile write cache (FLUSH matters).
     pub write_cache: bool,
     /// Commands the drive accepts at once (NCQ 32 for SATA).
@@ -45,6 +48,7 @@ impl Topology {
     /// Derive the topology from a profile (its exported capacity included).
     pub fn of(profile: &Profile) -> Topology {
         let g = &profile.geometry;
+        let zeros = profile.identity().read_after_trim == vssd_profile::ReadAfterTrim::Zeros;
         let capacity = g.exported_capacity.0;
         let page = g.page_size.0.max(SECTOR);
         let stripe = page
@@ -64,7 +68,8 @@ impl Topology {
             discard_granularity: page,
             max_discard_range: max_range,
             max_write_zeroes_range: max_range,
-            write_zeroes_may_unmap: true,
+            write_zeroes_may_unmap: zeros,
+            unmapped_reads_zero: zeros,
             write_cache: profile.buffer.size.0 > 0,
             queue_depth: profile.host.queue_depth.max(1),
         }

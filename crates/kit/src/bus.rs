@@ -5,6 +5,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::guest::Disk;
+use vssd_profile::Identity;
 
 /// The bus a vssd drive is attached through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -47,8 +48,16 @@ impl Bus {
         self != Bus::Virtio
     }
 
-    /// The QEMU attachment, given the daemon's sockets.
-    pub fn disk(self, vhost_socket: &Path, nbd_socket: &Path, queues: u16) -> Disk {
+    /// The QEMU attachment, given the daemon's sockets and the identity
+    /// the drive reports (set on the SATA and NVMe devices; on virtio the
+    /// daemon answers GET_ID itself).
+    pub fn disk(
+        self,
+        vhost_socket: &Path,
+        nbd_socket: &Path,
+        queues: u16,
+        identity: &Identity,
+    ) -> Disk {
         match self {
             Bus::Virtio => Disk::VhostUserBlk {
                 socket: vhost_socket.into(),
@@ -57,11 +66,12 @@ impl Bus {
             Bus::Sata => Disk::NbdSata {
                 socket: nbd_socket.into(),
                 export: "vssd".into(),
+                identity: identity.clone(),
             },
             Bus::Nvme => Disk::NbdNvme {
                 socket: nbd_socket.into(),
                 export: "vssd".into(),
-                serial: "VSSD0001".into(),
+                identity: identity.clone(),
             },
         }
     }

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use super::bus::Bus;
 use super::guest::Disk;
 use vssd_ctl::protocol::{CtlRequest, StatsReport};
+use vssd_profile::Identity;
 
 /// Errors starting or talking to the daemon.
 #[derive(Debug, thiserror::Error)]
@@ -31,6 +32,35 @@ pub enum ServeProcessError {
     Ctl(#[from] vssd_ctl::CtlError),
 }
 
+/// Wait until the daemon listens on `listen` and answers on `control`;
+/// an early exit is an error carrying its log.
+fn wait_ready(
+    child: &mut Child,
+    listen: &Path,
+    control: &Path,
+    log: &Path,
+) -> Result<(), ServeProcessError> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if listen.exists() && UnixStream::connect(control).is_ok() {
+            return Ok(());
+        }
+        if let Ok(Some(st)) = child.try_wait() {
+            let log = std::fs::read_to_string(log).unwrap_or_default();
+            return Err(ServeProcessError::NotReady(format!(
+                "exited early ({st}): {}",
+                log.trim()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    Err(ServeProcessError::NotReady(
+        "did not create its sockets within 30 s".into(),
+    ))
+}
+
 /// A running `vssd serve`.
 pub struct ServeProcess {
     child: Child,
@@ -46,6 +76,7 @@ pub struct ServeProcess {
     pub log: PathBuf,
     bus: Bus,
     queues: u16,
+    identity: Identity,
 }
 
 impl ServeProcess {
@@ -85,7 +116,27 @@ impl ServeProcess {
                 exe: exe.into(),
                 source,
             })?;
-        let mut p = ServeProcess {
+        let mut child = child;
+        let listen = if bus.uses_nbd() { &nbd } else { &vhost };
+        wait_ready(&mut child, listen, &control, &log)?;
+        // The identity the guest sees on SATA and NVMe comes from the
+        // daemon itself, so the QEMU properties and `ctl stats` agree.
+        let identity = match vssd_ctl::stats(&control) {
+            Ok(r) => r.drive.identity,
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(e.into());
+            }
+        };
+        let Some(identity) = identity else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(ServeProcessError::NotReady(
+                "reports no drive identity".into(),
+            ));
+        };
+        Ok(ServeProcess {
             child,
             dir: dir.into(),
             vhost,
@@ -94,39 +145,19 @@ impl ServeProcess {
             log,
             bus,
             queues,
-        };
-        p.wait_ready()?;
-        Ok(p)
-    }
-
-    fn wait_ready(&mut self) -> Result<(), ServeProcessError> {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let listen = if self.bus.uses_nbd() {
-            self.nbd.clone()
-        } else {
-            self.vhost.clone()
-        };
-        while Instant::now() < deadline {
-            if listen.exists() && UnixStream::connect(&self.control).is_ok() {
-                return Ok(());
-            }
-            if let Ok(Some(st)) = self.child.try_wait() {
-                let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-                return Err(ServeProcessError::NotReady(format!(
-                    "exited early ({st}): {}",
-                    log.trim()
-                )));
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Err(ServeProcessError::NotReady(
-            "did not create its sockets within 30 s".into(),
-        ))
+            identity,
+        })
     }
 
     /// The disk to attach to the guest.
     pub fn disk(&self) -> Disk {
-        self.bus.disk(&self.vhost, &self.nbd, self.queues)
+        self.bus
+            .disk(&self.vhost, &self.nbd, self.queues, &self.identity)
+    }
+
+    /// The identity the drive reports.
+    pub fn identity(&self) -> &Identity {
+        &self.identity
     }
 
     /// The drive's statistics.

@@ -4,6 +4,7 @@
 //! the same fields. [`Profile::load`] accepts either a preset name or a path.
 //! Validation errors name the field and the allowed range.
 
+pub mod identity;
 pub mod memory;
 mod period;
 pub mod presets;
@@ -16,6 +17,7 @@ pub use period::{
     Controller, Mapping, MappingPolicy, Reduction, SlcCache, SlcMode, Spec, Trim, Wear,
 };
 
+pub use identity::{Identity, IdentitySpec, ReadAfterTrim, SmartSet};
 pub use validate::MIN_BLOCKS_PER_PLANE;
 
 use serde::{Deserialize, Serialize};
@@ -316,6 +318,10 @@ pub struct Profile {
     /// Controller description.
     #[serde(default, skip_serializing_if = "is_default")]
     pub controller: Controller,
+    /// What the drive reports about itself: model, serial, firmware, WWN,
+    /// SMART attribute set (defaults: see [`Profile::identity`]).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub identity: IdentitySpec,
     /// Published figures (`vssd calibrate` compares with them).
     #[serde(default, skip_serializing_if = "is_default")]
     pub spec: Spec,

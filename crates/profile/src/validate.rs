@@ -307,6 +307,7 @@ impl Profile {
     /// The period sections: their own ranges, then against the geometry.
     fn validate_period(&self, origin: &str) -> Result<(), ProfileError> {
         super::period::validate(self, origin)?;
+        super::identity::validate(self, origin)?;
         let g = &self.geometry;
         let chk = |ok: bool, field: &str, value: String, allowed: &str| {
             if ok {

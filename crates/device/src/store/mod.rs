@@ -387,6 +387,33 @@ fn zero_slice(v: &VolatileSlice<'_>) {
     }
 }
 
+/// Fill the parts of `bufs` (laid out from `offset`) that fall in `[lo, hi)`
+/// with `byte`.
+pub(crate) fn fill_bufs(
+    bufs: &[VolatileSlice<'_>],
+    offset: u64,
+    lo: u64,
+    hi: u64,
+    byte: u8,
+) -> io::Result<()> {
+    let chunk = [byte; PAGE as usize];
+    let mut at = offset;
+    for b in bufs {
+        let (s, e) = (at, at + b.len() as u64);
+        let (fl, fh) = (lo.max(s), hi.min(e));
+        let mut pos = fl;
+        while pos < fh {
+            let n = (fh - pos).min(PAGE);
+            b.subslice((pos - s) as usize, n as usize)
+                .map_err(io::Error::other)?
+                .copy_from(&chunk[..n as usize]);
+            pos += n;
+        }
+        at = e;
+    }
+    Ok(())
+}
+
 /// Zero the parts of `bufs` (laid out from `offset`) that fall in `[lo, hi)`.
 fn zero_bufs(bufs: &[VolatileSlice<'_>], offset: u64, lo: u64, hi: u64) -> io::Result<()> {
     let mut at = offset;

@@ -543,11 +543,18 @@ fn execute(
             len,
             max_extents,
         } => {
+            // A hole reads as zeros only on a drive with deterministic zeros
+            // after TRIM; otherwise it is a hole that holds something else.
+            let hole = if dev.topology().unmapped_reads_zero {
+                state::HOLE | state::ZERO
+            } else {
+                state::HOLE
+            };
             let ext = dev
                 .allocation(offset, u64::from(len), max_extents)
                 .into_iter()
                 .map(|(len, mapped)| {
-                    let f = if mapped { 0 } else { state::HOLE | state::ZERO };
+                    let f = if mapped { 0 } else { hole };
                     (len as u32, f)
                 })
                 .collect();

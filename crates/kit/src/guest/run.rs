@@ -11,6 +11,7 @@ use super::accel::{Accel, detect_with, qemu_binary};
 use super::console::{self, Console};
 use super::image::{GuestImage, ensure_image, tail_lines};
 use super::{GuestError, Result, io_err};
+use vssd_profile::Identity;
 
 /// A disk attached to the guest. The guest names disks in the order they
 /// are given, per kind: `/dev/vda`, `/dev/vdb`...; `/dev/sda`...;
@@ -32,6 +33,9 @@ pub enum Disk {
         socket: PathBuf,
         /// The export name.
         export: String,
+        /// What the drive reports in ATA IDENTIFY (model, serial,
+        /// firmware, WWN): `ide-hd` properties.
+        identity: Identity,
     },
     /// An NBD export presented as an NVMe controller with one namespace
     /// (`/dev/nvmeNn1`, deallocate passed through).
@@ -40,8 +44,9 @@ pub enum Disk {
         socket: PathBuf,
         /// The export name.
         export: String,
-        /// The controller serial number the guest sees.
-        serial: String,
+        /// What the controller reports; QEMU 7.2 takes only the serial
+        /// (see [`Identity::nvme_properties`]).
+        identity: Identity,
     },
 }
 
@@ -245,7 +250,11 @@ impl Guest {
                         &format!("vhost-user-blk-pci,chardev=vu{i},num-queues={num_queues}"),
                     ]);
                 }
-                Disk::NbdSata { socket, export } => {
+                Disk::NbdSata {
+                    socket,
+                    export,
+                    identity,
+                } => {
                     if sata_port == 0 {
                         push(&["-device", "ahci,id=ahci"]);
                     }
@@ -262,7 +271,8 @@ impl Guest {
                     push(&[
                         "-device",
                         &format!(
-                            "ide-hd,drive=raw{i},bus=ahci.{sata_port},rotation_rate=1,discard_granularity=512"
+                            "ide-hd,drive=raw{i},bus=ahci.{sata_port},rotation_rate=1,discard_granularity=512,{}",
+                            identity.ide_hd_properties()
                         ),
                     ]);
                     sata_port += 1;
@@ -270,12 +280,12 @@ impl Guest {
                 Disk::NbdNvme {
                     socket,
                     export,
-                    serial,
+                    identity,
                 } => {
                     push(&["-blockdev", &nbd_blockdev(i, socket, export)?]);
                     push(&[
                         "-device",
-                        &format!("nvme,drive=nbd{i},serial={}", qemu_escape(serial)),
+                        &format!("nvme,drive=nbd{i},{}", identity.nvme_properties()),
                     ]);
                 }
             }
@@ -636,6 +646,14 @@ mod tests {
 
     #[test]
     fn disks_command_lines() {
+        let id = |serial: &str| Identity {
+            model: "M, X".into(),
+            serial: serial.into(),
+            firmware: "F1".into(),
+            wwn: None,
+            smart: vssd_profile::SmartSet::Generic,
+            read_after_trim: Default::default(),
+        };
         let g = Guest::new()
             .disk(Disk::VhostUserBlk {
                 socket: "/s/v,1.sock".into(),
@@ -644,15 +662,17 @@ mod tests {
             .disk(Disk::NbdSata {
                 socket: "/s/n.sock".into(),
                 export: "d".into(),
+                identity: id("S1"),
             })
             .disk(Disk::NbdNvme {
                 socket: "/s/n.sock".into(),
                 export: "e".into(),
-                serial: "VSSD1".into(),
+                identity: id("VSSD1"),
             })
             .disk(Disk::NbdSata {
                 socket: "/s/m.sock".into(),
                 export: "f".into(),
+                identity: id("S3"),
             });
         let a = joined(&g);
         assert!(a.contains(
@@ -662,7 +682,7 @@ mod tests {
         assert!(a.contains(
             "-blockdev driver=nbd,node-name=nbd1,server.type=unix,server.path=/s/n.sock,export=d,discard=unmap \
              -blockdev driver=raw,node-name=raw1,file=nbd1,discard=unmap \
-             -device ide-hd,drive=raw1,bus=ahci.0,rotation_rate=1,discard_granularity=512"
+             -device ide-hd,drive=raw1,bus=ahci.0,rotation_rate=1,discard_granularity=512,model=M,, X,serial=S1,ver=F1"
         ));
         assert!(a.contains(
             "-blockdev driver=nbd,node-name=nbd2,server.type=unix,server.path=/s/n.sock,export=e,discard=unmap \

@@ -1,0 +1,458 @@
+//! Host-side SMART: the drive's health in the attribute set its controller
+//! family reported (`[identity] smart`), computed from the model's
+//! counters (`vssd ctl smart`, the Prometheus endpoint).
+//!
+//! Only what the model computes is shown: host and NAND traffic, erase
+//! counts, wear against the rated P/E cycles (`[wear] rated_pe_cycles`;
+//! without it the life attributes are left out). The model has no media
+//! errors, retired blocks or life-curve throttling, so the attributes that
+//! count them read 0 (or 100 for a normalised "nothing happened"); power-on
+//! time and temperature are not modelled and not shown.
+
+use serde::{Deserialize, Serialize};
+use vssd_model::Counters;
+use vssd_profile::{Identity, Profile, SmartSet};
+
+/// One ATA SMART attribute.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attribute {
+    /// Attribute ID (smartctl prints it in decimal; vendors' documents in hex).
+    pub id: u8,
+    /// smartctl-style name.
+    pub name: String,
+    /// Normalised value (100 = new, lower = worse), where the drive defines one.
+    pub value: Option<u8>,
+    /// Raw value.
+    pub raw: u64,
+    /// The raw value as the drive formats it (`avg/max` for packed ones).
+    pub raw_text: String,
+    /// Which counters it comes from.
+    pub from: String,
+}
+
+/// The NVMe SMART / Health Information log fields vssd computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NvmeHealth {
+    /// Percentage used: mean erase count over the rated P/E cycles, in
+    /// whole percent, capped at 255 (the field may exceed 100). `None`
+    /// without rated cycles.
+    pub percentage_used: Option<u8>,
+    /// Data units read: thousands of 512-byte units, rounded up.
+    pub data_units_read: u64,
+    /// Data units written: thousands of 512-byte units, rounded up.
+    pub data_units_written: u64,
+    /// Host read commands.
+    pub host_read_commands: u64,
+    /// Host write commands.
+    pub host_write_commands: u64,
+    /// Media and data integrity errors (the model has none).
+    pub media_errors: u64,
+}
+
+/// `vssd ctl smart`'s result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SmartReport {
+    /// What the drive reports about itself (model, serial, firmware).
+    pub identity: Identity,
+    /// The attribute set.
+    pub set: SmartSet,
+    /// Mean erase count over the rated cycles, percent (may exceed 100);
+    /// `None` without `[wear] rated_pe_cycles`.
+    pub percent_used: Option<f64>,
+    /// ATA attributes (empty for NVMe).
+    pub attributes: Vec<Attribute>,
+    /// NVMe health log (NVMe sets only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvme: Option<NvmeHealth>,
+}
+
+const MIB32: u64 = 32 << 20;
+const GIB: u64 = 1 << 30;
+
+/// Normalised "life left": 100 new, one point less per percent of rated
+/// life used, never below `floor`.
+fn life(percent_used: f64, floor: u8) -> u8 {
+    let left = 100.0 - percent_used.floor();
+    left.clamp(floor as f64, 100.0) as u8
+}
+
+struct Builder(Vec<Attribute>);
+
+impl Builder {
+    fn add(&mut self, id: u8, name: &str, value: Option<u8>, raw: u64, from: &str) {
+        self.0.push(Attribute {
+            id,
+            name: name.into(),
+            value,
+            raw,
+            raw_text: raw.to_string(),
+            from: from.into(),
+        });
+    }
+}
+
+/// The SMART view of a drive of `profile` whose counters are `c`.
+pub fn report(profile: &Profile, c: &Counters) -> SmartReport {
+    let identity = profile.identity();
+    let set = identity.smart;
+    let rated = profile.wear.rated_pe_cycles;
+    let pct = (rated > 0).then(|| c.erase_count_avg / rated as f64 * 100.0);
+    let avg = c.erase_count_avg.floor() as u64;
+    let mut b = Builder(Vec::new());
+    const HW: &str = "host_written_bytes";
+    const HR: &str = "host_read_bytes";
+    const WEAR: &str = "erase_count_avg / wear.rated_pe_cycles";
+    let mut nvme = None;
+    match set {
+        SmartSet::Intel => {
+            b.add(
+                225,
+                "Host_Writes_32MiB",
+                Some(100),
+                c.host_written_bytes / MIB32,
+                HW,
+            );
+            if let Some(p) = pct {
+                b.add(233, "Media_Wearout_Indicator", Some(life(p, 1)), 0, WEAR);
+            }
+            b.add(
+                241,
+                "Host_Writes_32MiB",
+                Some(100),
+                c.host_written_bytes / MIB32,
+                HW,
+            );
+            b.add(
+                242,
+                "Host_Reads_32MiB",
+                Some(100),
+                c.host_read_bytes / MIB32,
+                HR,
+            );
+        }
+        SmartSet::Marvell => {
+            b.add(
+                170,
+                "Grown_Failing_Block_Ct",
+                Some(100),
+                0,
+                "none (no failures modelled)",
+            );
+            b.add(
+                171,
+                "Program_Fail_Count",
+                Some(100),
+                0,
+                "none (no failures modelled)",
+            );
+            b.add(
+                172,
+                "Erase_Fail_Count",
+                Some(100),
+                0,
+                "none (no failures modelled)",
+            );
+            let v = pct.map(|p| life(p, 0)).or(Some(100));
+            b.add(173, "Wear_Leveling_Count", v, avg, "erase_count_avg");
+            if let Some(p) = pct {
+                let used = p.floor().min(u64::MAX as f64) as u64;
+                b.add(202, "Percent_Lifetime_Used", Some(life(p, 0)), used, WEAR);
+            }
+            b.add(
+                246,
+                "Total_LBAs_Written",
+                Some(100),
+                c.host_written_bytes / 512,
+                HW,
+            );
+        }
+        SmartSet::Sandforce => {
+            b.add(
+                230,
+                "Life_Curve_Status",
+                Some(100),
+                100,
+                "none (no life-curve throttling modelled)",
+            );
+            if let Some(p) = pct {
+                let l = life(p, 0);
+                b.add(231, "SSD_Life_Left", Some(l), l as u64, WEAR);
+            }
+            b.add(
+                233,
+                "NAND_Writes_GiB",
+                Some(100),
+                c.nand_bytes_programmed / GIB,
+                "nand_bytes_programmed",
+            );
+            b.add(
+                234,
+                "Host_Writes_GiB",
+                Some(100),
+                c.host_written_bytes / GIB,
+                HW,
+            );
+            b.add(
+                241,
+                "Lifetime_Writes_GiB",
+                Some(100),
+                c.host_written_bytes / GIB,
+                HW,
+            );
+            b.add(
+                242,
+                "Lifetime_Reads_GiB",
+                Some(100),
+                c.host_read_bytes / GIB,
+                HR,
+            );
+        }
+        SmartSet::Indilinx => {
+            b.add(
+                198,
+                "Read_Sectors_Tot_Ct",
+                None,
+                c.host_read_bytes / 512,
+                HR,
+            );
+            b.add(
+                199,
+                "Write_Sectors_Tot_Ct",
+                None,
+                c.host_written_bytes / 512,
+                HW,
+            );
+            b.add(
+                200,
+                "Read_Commands_Tot_Ct",
+                None,
+                c.host_read_cmds,
+                "host_read_cmds",
+            );
+            b.add(
+                201,
+                "Write_Commands_Tot_Ct",
+                None,
+                c.host_write_cmds,
+                "host_write_cmds",
+            );
+            if rated > 0 {
+                b.add(
+                    205,
+                    "Max_PE_Count_Spec",
+                    None,
+                    rated as u64,
+                    "wear.rated_pe_cycles",
+                );
+            }
+            b.add(
+                206,
+                "Min_Erase_Count",
+                None,
+                c.erase_count_min as u64,
+                "erase_count_min",
+            );
+            b.add(
+                207,
+                "Max_Erase_Count",
+                None,
+                c.erase_count_max as u64,
+                "erase_count_max",
+            );
+            b.add(208, "Average_Erase_Count", None, avg, "erase_count_avg");
+            if let Some(p) = pct {
+                b.add(
+                    209,
+                    "Remaining_Lifetime_Perc",
+                    None,
+                    life(p, 0) as u64,
+                    WEAR,
+                );
+            }
+        }
+        SmartSet::Jmicron => {
+            let max = c.erase_count_max as u64;
+            b.0.push(Attribute {
+                id: 234,
+                name: "Avg/Max_Erase_Count".into(),
+                value: Some(100),
+                raw: avg | (max << 24),
+                raw_text: format!("{avg}/{max}"),
+                from: "erase_count_avg, erase_count_max".into(),
+            });
+        }
+        SmartSet::Samsung => {
+            let v = pct.map(|p| life(p, 0)).or(Some(100));
+            b.add(177, "Wear_Leveling_Count", v, avg, "erase_count_avg");
+            b.add(
+                241,
+                "Total_LBAs_Written",
+                Some(100),
+                c.host_written_bytes / 512,
+                HW,
+            );
+            b.add(
+                242,
+                "Total_LBAs_Read",
+                Some(100),
+                c.host_read_bytes / 512,
+                HR,
+            );
+        }
+        SmartSet::Generic => {
+            let v = pct.map(|p| life(p, 0)).or(Some(100));
+            b.add(173, "Wear_Leveling_Count", v, avg, "erase_count_avg");
+            if let Some(p) = pct {
+                let l = life(p, 0);
+                b.add(231, "SSD_Life_Left", Some(l), l as u64, WEAR);
+            }
+            b.add(
+                241,
+                "Total_LBAs_Written",
+                Some(100),
+                c.host_written_bytes / 512,
+                HW,
+            );
+            b.add(
+                242,
+                "Total_LBAs_Read",
+                Some(100),
+                c.host_read_bytes / 512,
+                HR,
+            );
+        }
+        SmartSet::Nvme => {
+            let units = |bytes: u64| (bytes / 512).div_ceil(1000);
+            nvme = Some(NvmeHealth {
+                percentage_used: pct.map(|p| p.floor().min(255.0) as u8),
+                data_units_read: units(c.host_read_bytes),
+                data_units_written: units(c.host_written_bytes),
+                host_read_commands: c.host_read_cmds,
+                host_write_commands: c.host_write_cmds,
+                media_errors: 0,
+            });
+        }
+    }
+    SmartReport {
+        identity,
+        set,
+        percent_used: pct,
+        attributes: b.0,
+        nvme,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn counters() -> Counters {
+        Counters {
+            host_read_bytes: 3 * GIB + 5,
+            host_written_bytes: 10 * GIB + 1,
+            host_read_cmds: 1234,
+            host_write_cmds: 5678,
+            nand_bytes_programmed: 7 * GIB,
+            erase_count_min: 40,
+            erase_count_avg: 150.7,
+            erase_count_max: 300,
+            ..Counters::default()
+        }
+    }
+
+    fn attr(r: &SmartReport, id: u8) -> &Attribute {
+        r.attributes
+            .iter()
+            .find(|a| a.id == id)
+            .unwrap_or_else(|| panic!("no attribute {id} in {r:?}"))
+    }
+
+    #[test]
+    fn intel_host_writes_and_wearout_come_from_the_counters() {
+        let p = Profile::load("intel-x25m-g2").unwrap(); // 5,000 rated cycles
+        let r = report(&p, &counters());
+        assert_eq!(attr(&r, 225).raw, 10 * GIB / (32 << 20));
+        assert_eq!(attr(&r, 241).raw, 320);
+        assert_eq!(attr(&r, 242).raw, 96);
+        // 150.7 / 5000 = 3.01 % used -> 97.
+        assert_eq!(attr(&r, 233).value, Some(97));
+        assert!((r.percent_used.unwrap() - 3.014).abs() < 1e-9);
+        // Worn out past the rating: Intel's indicator stops at 1.
+        let worn = Counters {
+            erase_count_avg: 6000.0,
+            ..counters()
+        };
+        assert_eq!(attr(&report(&p, &worn), 233).value, Some(1));
+    }
+
+    #[test]
+    fn marvell_reports_the_average_erase_count_and_lbas() {
+        let p = Profile::load("crucial-m4-128").unwrap(); // 3,000 rated cycles
+        let r = report(&p, &counters());
+        assert_eq!(attr(&r, 173).raw, 150);
+        assert_eq!(attr(&r, 173).value, Some(95)); // 5.02 % used
+        assert_eq!(attr(&r, 202).raw, 5);
+        assert_eq!(attr(&r, 170).raw, 0);
+        assert_eq!(attr(&r, 171).raw, 0);
+        assert_eq!(attr(&r, 246).raw, (10 * GIB + 1) / 512);
+        assert!(r.nvme.is_none());
+    }
+
+    #[test]
+    fn sandforce_separates_nand_and_host_writes() {
+        let p = Profile::load("ocz-vertex3-120").unwrap();
+        let r = report(&p, &counters());
+        assert_eq!(attr(&r, 233).raw, 7, "NAND GiB");
+        assert_eq!(attr(&r, 234).raw, 10, "host GiB");
+        assert_eq!(attr(&r, 241).raw, 10);
+        assert_eq!(attr(&r, 242).raw, 3);
+        assert_eq!(attr(&r, 231).value, Some(95));
+        assert_eq!(attr(&r, 230).value, Some(100));
+    }
+
+    #[test]
+    fn indilinx_jmicron_samsung_and_generic_sets() {
+        let c = counters();
+        let r = report(&Profile::load("solidata-k5-64").unwrap(), &c);
+        assert_eq!(attr(&r, 199).raw, c.host_written_bytes / 512);
+        assert_eq!(attr(&r, 200).raw, 1234);
+        assert_eq!(attr(&r, 201).raw, 5678);
+        assert_eq!(attr(&r, 206).raw, 40);
+        assert_eq!(attr(&r, 207).raw, 300);
+        assert_eq!(attr(&r, 208).raw, 150);
+        // No rated cycles in this preset: no life attributes.
+        assert!(r.attributes.iter().all(|a| a.id != 205 && a.id != 209));
+        let r = report(&Profile::load("ocz-core-v2").unwrap(), &c);
+        assert_eq!(attr(&r, 234).raw_text, "150/300");
+        assert_eq!(attr(&r, 234).raw, 150 | (300 << 24));
+        let r = report(&Profile::load("samsung-pb22j").unwrap(), &c);
+        assert_eq!(attr(&r, 177).raw, 150);
+        assert_eq!(attr(&r, 242).raw, c.host_read_bytes / 512);
+        let r = report(&Profile::load("mtron-mobi-3500").unwrap(), &c);
+        assert_eq!(r.set, SmartSet::Generic);
+        assert_eq!(attr(&r, 241).raw, c.host_written_bytes / 512);
+    }
+
+    #[test]
+    fn nvme_health_log_units_round_up() {
+        let p = Profile::load("nvme-tlc-slc-cache").unwrap(); // 2,000 rated cycles
+        let r = report(&p, &counters());
+        let n = r.nvme.unwrap();
+        assert!(r.attributes.is_empty());
+        // 10 GiB + 1 byte = 20,971,520 whole sectors -> 20,972 units (rounded up).
+        assert_eq!(n.data_units_written, 20_972);
+        assert_eq!(n.data_units_read, (3 * GIB / 512).div_ceil(1000));
+        assert_eq!(n.percentage_used, Some(7)); // 150.7 / 2000 = 7.5 %
+        assert_eq!(n.host_read_commands, 1234);
+        assert_eq!(n.media_errors, 0);
+        let worn = Counters {
+            erase_count_avg: 2000.0 * 3.0,
+            ..counters()
+        };
+        assert_eq!(report(&p, &worn).nvme.unwrap().percentage_used, Some(255));
+        // nvme-tlc has no rated cycles.
+        let r = report(&Profile::load("nvme-tlc").unwrap(), &counters());
+        assert_eq!(r.nvme.unwrap().percentage_used, None);
+    }
+}
