@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::serve::{Serve, VSSD};
-use common::{require_program, scratch_dir};
+use common::{require_program, rss_bytes, scratch_dir};
 use vssd::frontend::nbd::proto::{self, cmd, errno, opt, rep};
 
 const MIB: u64 = 1 << 20;
@@ -361,16 +361,6 @@ fn malformed_and_hostile_clients_get_errors_not_a_wedged_daemon() {
     assert!(serve.alive());
     let (code, log) = serve.stop();
     assert_eq!(code, 0, "{log}");
-}
-
-fn rss_bytes(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kb: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap();
-    kb * 1024
 }
 
 /// Clients that send large READs and never read the replies hold at most

@@ -7,8 +7,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::scratch_dir;
 use common::serve::Serve;
+use common::{fd_count, rss_bytes, scratch_dir};
 use virtio_bindings::virtio_blk::{VIRTIO_BLK_S_IOERR, VIRTIO_BLK_S_OK, VIRTIO_BLK_S_UNSUPP};
 use vssd::loadgen::blk::{self, BlkOp, Scratch};
 use vssd::loadgen::vring::Buf;
@@ -175,6 +175,22 @@ fn requests_data_and_errors_through_our_own_driver() {
 /// Hardening: a memory table whose region is longer than the file behind
 /// it (touching its end would be a SIGBUS) is refused; the daemon lives on
 /// and serves the next frontend.
+/// A new frontend connects after a hostile one and writes and reads back
+/// 4 KiB at `sector`: the daemon is serving again.
+fn next_frontend_round_trips(serve: &Serve, sector: u64, seed: u8) {
+    let mut d = BlkDriver::connect(&serve.socket, &DriverOptions::default())
+        .expect("the next frontend connects");
+    let s = Scratch::new(&mut d, 4096).unwrap();
+    let data = pattern(4096, seed);
+    let w = BlkOp::Write {
+        sector,
+        data: data.clone(),
+    };
+    assert_eq!(blk::run(&mut d, 0, &s, &w, T).unwrap().status, OK);
+    let r = blk::run(&mut d, 0, &s, &BlkOp::Read { sector, len: 4096 }, T).unwrap();
+    assert!(r.status == OK && r.data == data);
+}
+
 #[test]
 fn memory_region_past_the_end_of_its_file_is_refused() {
     let dir = scratch_dir();
@@ -207,35 +223,7 @@ fn memory_region_past_the_end_of_its_file_is_refused() {
         "{}",
         serve.log_text()
     );
-    let mut d = BlkDriver::connect(&serve.socket, &DriverOptions::default())
-        .expect("the next frontend connects");
-    let s = Scratch::new(&mut d, 4096).unwrap();
-    let data = pattern(4096, 3);
-    let r = blk::run(
-        &mut d,
-        0,
-        &s,
-        &BlkOp::Write {
-            sector: 8,
-            data: data.clone(),
-        },
-        T,
-    )
-    .unwrap();
-    assert_eq!(r.status, OK);
-    let r = blk::run(
-        &mut d,
-        0,
-        &s,
-        &BlkOp::Read {
-            sector: 8,
-            len: 4096,
-        },
-        T,
-    )
-    .unwrap();
-    assert!(r.status == OK && r.data == data);
-    drop(d);
+    next_frontend_round_trips(&serve, 8, 3);
     serve.stop_ok();
 }
 
@@ -784,12 +772,6 @@ fn cpu_seconds(pid: u32) -> f64 {
 }
 
 /// Open file descriptors of process `pid`.
-fn fd_count(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .unwrap()
-        .count()
-}
-
 /// Hardening: a frontend (or a guest kernel writing its own ring) that
 /// publishes an available index more than a queue size ahead, with
 /// EVENT_IDX, must not make the queue thread spin: the queue is marked
@@ -931,38 +913,8 @@ fn shrinking_the_shared_memory_does_not_kill_the_daemon() {
     // No completion for that request (its status byte is past the cut too).
     assert!(!d.queue(0).wait_call(Duration::from_millis(200)).unwrap());
     drop(d);
-    let mut d = BlkDriver::connect(&serve.socket, &DriverOptions::default())
-        .expect("the next frontend connects");
-    let s = Scratch::new(&mut d, 4096).unwrap();
-    let data = pattern(4096, 9);
-    let w = BlkOp::Write {
-        sector: 24,
-        data: data.clone(),
-    };
-    assert_eq!(blk::run(&mut d, 0, &s, &w, T).unwrap().status, OK);
-    let r = blk::run(
-        &mut d,
-        0,
-        &s,
-        &BlkOp::Read {
-            sector: 24,
-            len: 4096,
-        },
-        T,
-    )
-    .unwrap();
-    assert!(r.status == OK && r.data == data);
-    drop(d);
+    next_frontend_round_trips(&serve, 24, 9);
     serve.stop_ok();
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
 }
 
 /// Soak: a daemon serving a VM for months sees any number of reconnects
@@ -1022,7 +974,7 @@ fn soak_reconnects_and_abandoned_handshakes_leave_fds_and_memory_flat() {
             std::thread::sleep(Duration::from_millis(200));
             let now = fd_count(pid);
             if now == last {
-                return (now, rss_kib(pid));
+                return (now, rss_bytes(pid) / 1024);
             }
             last = now;
         }
