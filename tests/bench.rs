@@ -145,12 +145,14 @@ fn a_failing_expectation_fails_the_command_with_its_numbers() {
 /// Protocol P2, scaled down, in a real guest (virtio here: TCG's SATA
 /// emulation costs about 1 ms per request, which would hide the drive).
 ///
-/// A guest run whose `expect` failed while the bench flagged a phase
-/// guest-bound (the guest reached the drive at under half the simulator's
-/// queue depth: the emulated host, starved by other work on a shared
-/// machine, set the figure, not the drive) is measured once more; a
-/// failure the bench does not explain that way fails at once, and so does
-/// a second failed attempt, whatever it is.
+/// A run that failed in a way host starvation explains is measured once
+/// more: an `expect` failed while the bench flagged a phase guest-bound
+/// (the guest reached the drive at under half the simulator's queue
+/// depth), or the phases outside the guest-vs-simulator tolerance all have
+/// the guest slower than the simulator (the emulated host, starved by
+/// other work on a shared machine, set the figure; a guest can never be
+/// faster than the drive model). Any other failure fails at once, and so
+/// does a second failed attempt, whatever it is.
 #[test]
 fn trim_recovery_in_a_guest_beside_the_simulator() {
     init_logging();
@@ -193,11 +195,21 @@ fn trim_recovery_in_a_guest_beside_the_simulator() {
             .filter(|c| c.guest_bound)
             .map(|c| c.phase.as_str())
             .collect();
-        if o.status.success() || attempt == 2 || guest_bound.is_empty() {
+        let outside: Vec<_> = r
+            .comparison
+            .iter()
+            .filter(|c| c.counted() && !c.within)
+            .collect();
+        let passed = o.status.success() && outside.is_empty();
+        let starved = !guest_bound.is_empty()
+            || (!outside.is_empty() && outside.iter().all(|c| c.sim > c.guest));
+        if passed || attempt == 2 || !starved {
             break (o, r, out, junit);
         }
         eprintln!(
-            "attempt {attempt} failed with phases {guest_bound:?} guest-bound: measuring again"
+            "attempt {attempt} failed with phases {guest_bound:?} guest-bound and {:?} \
+             slower in the guest than in the simulator: measuring again",
+            outside.iter().map(|c| c.phase.as_str()).collect::<Vec<_>>()
         );
     };
     assert!(
