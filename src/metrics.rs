@@ -804,6 +804,21 @@ mod tests {
         let late = value("vssd_lateness_quantile_seconds{quantile=\"1\"}");
         assert!((late - secs(r.lateness.max_ns)).abs() < 1e-12);
         assert!(text.contains("vssd_lateness_seconds_count 1"), "{text}");
+        // The depth the frontend delivered: one request, for its delivered latency.
+        let fd = &r.frontends[0].io.depth;
+        assert_eq!(fd.max_in_flight, 1);
+        assert_eq!(
+            value("vssd_frontend_max_in_flight{frontend=\"test\",listener=\"here\"}"),
+            1.0
+        );
+        let req = value("vssd_frontend_request_seconds_total{frontend=\"test\",listener=\"here\"}");
+        assert!(
+            (req - secs(fd.request_ns)).abs() < 1e-12 && req > 0.0,
+            "{text}"
+        );
+        assert!(
+            (value("vssd_busy_seconds_total") - secs(r.connection.depth.busy_ns)).abs() < 1e-12
+        );
         assert!(
             text.contains("vssd_lateness_seconds_bucket{le=\"+Inf\"} 1"),
             "{text}"

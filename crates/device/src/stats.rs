@@ -550,6 +550,8 @@ impl ConnHandle {
     /// A request submitted at `submit_ns` left the in-flight set at
     /// `at_ns` (none: abandoned, at the latest time seen).
     fn leave(&self, submit_ns: u64, at_ns: Option<u64>) {
+        // The same time for all three, the device's latest.
+        let at_ns = at_ns.or_else(|| Some(self.device.depth.last_ns.load(Relaxed).max(submit_ns)));
         self.device.depth.leave(submit_ns, at_ns);
         self.frontend.counters.depth.leave(submit_ns, at_ns);
         self.conn.counters.depth.leave(submit_ns, at_ns);
@@ -754,6 +756,49 @@ mod tests {
         assert_eq!(f.conns[0].peer, "client 1");
         drop(conn);
         assert!(!stats.connection_report().connected);
+    }
+
+    #[test]
+    fn depth_is_the_in_flight_integral_over_busy_time() {
+        let stats = Arc::new(Stats::default());
+        let fe = stats.register_frontend("nbd", "x", "");
+        let c1 = fe.connect("a");
+        let c2 = fe.connect("b");
+        // c1: two requests over 0..100 and 50..150 (busy 150 ns, 200 ns of
+        // requests); idle; then one over 1000..1100 (abandoned: it leaves
+        // at the latest time seen, 1100).
+        let a = c1.begin(OpKind::Read, 0, 0);
+        let b = c1.begin(OpKind::Read, 0, 50);
+        a.complete(100);
+        b.complete(150);
+        let late = c1.begin(OpKind::Read, 0, 1000);
+        let other = c2.begin(OpKind::Write, 0, 1050);
+        other.complete(1100);
+        drop(late);
+        let f = &stats.frontends_report()[0];
+        let d1 = &f.conns[0].io.depth;
+        assert_eq!((d1.max_in_flight, d1.in_flight), (2, 0));
+        assert_eq!(d1.busy_ns, 150 + 100);
+        assert_eq!(d1.request_ns, 100 + 100 + 100);
+        assert!((d1.mean_in_flight - 300.0 / 250.0).abs() < 1e-12);
+        let d2 = &f.conns[1].io.depth;
+        assert_eq!((d2.max_in_flight, d2.busy_ns, d2.request_ns), (1, 50, 50));
+        // The frontend: both connections, overlapping at 1050..1100.
+        let fd = &f.io.depth;
+        assert_eq!((fd.max_in_flight, fd.busy_ns, fd.request_ns), (2, 250, 350));
+        assert_eq!(stats.connection_report().depth, *fd);
+        // A busy period under way counts up to the latest event.
+        let open = c2.begin(OpKind::Read, 0, 2000);
+        let _next = c1.begin(OpKind::Read, 0, 2400);
+        let now = &stats.frontends_report()[0].io.depth;
+        assert_eq!((now.in_flight, now.busy_ns), (2, 250 + 400));
+        assert_eq!(now.mean_since(fd), Some(0.0)); // none finished since
+        open.complete(2500);
+        let later = &stats.frontends_report()[0].io.depth;
+        assert_eq!(later.mean_since(fd), Some(500.0 / 500.0));
+        // A secure erase's reset leaves the depth figures alone.
+        stats.reset();
+        assert_eq!(stats.frontends_report()[0].io.depth.busy_ns, 250 + 500);
     }
 
     #[test]
