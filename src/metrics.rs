@@ -84,6 +84,17 @@ impl Enc<'_, '_> {
         Ok(())
     }
 
+    fn counters_f(&mut self, name: &str, help: &str, rows: &[(Labels, f64)]) -> std::fmt::Result {
+        let mut m = self
+            .e
+            .encode_descriptor(name, help, None, MetricType::Counter)?;
+        for (l, v) in rows {
+            m.encode_family(l)?
+                .encode_counter::<NoLabelSet, _, f64>(v, None)?;
+        }
+        Ok(())
+    }
+
     fn gauges(&mut self, name: &str, help: &str, rows: &[(Labels, f64)]) -> std::fmt::Result {
         let mut m = self
             .e
@@ -296,6 +307,22 @@ fn encode_report(dev: &Device, r: &StatsReport, e: &mut Enc<'_, '_>) -> std::fmt
         "Requests not completed yet",
         c.in_flight as f64,
     )?;
+    e.gauge(
+        "vssd_max_in_flight",
+        "The most requests in flight at once since start, all frontends",
+        c.depth.max_in_flight as f64,
+    )?;
+    e.counter_f(
+        "vssd_busy_seconds",
+        "Time with at least one request in flight",
+        secs(c.depth.busy_ns),
+    )?;
+    e.counter_f(
+        "vssd_request_seconds",
+        "Time integral of the in-flight count; rate(vssd_request_seconds) / \
+         rate(vssd_busy_seconds) is the mean queue depth while busy",
+        secs(c.depth.request_ns),
+    )?;
     e.counter(
         "vssd_rejected",
         "Malformed or unsupported requests",
@@ -457,11 +484,33 @@ fn encode_report(dev: &Device, r: &StatsReport, e: &mut Enc<'_, '_>) -> std::fmt
 
     let mut trims: Vec<(Labels, u64)> = Vec::new();
     let mut freed: Vec<(Labels, u64)> = Vec::new();
+    let mut max_depth: Vec<(Labels, f64)> = Vec::new();
+    let mut busy: Vec<(Labels, f64)> = Vec::new();
+    let mut request_s: Vec<(Labels, f64)> = Vec::new();
     for f in &r.frontends {
         let l: Labels = vec![("frontend", f.kind.clone()), ("listener", f.name.clone())];
         trims.push((l.clone(), f.io.trim.requested_bytes));
-        freed.push((l, f.io.trim.freed_bytes));
+        freed.push((l.clone(), f.io.trim.freed_bytes));
+        max_depth.push((l.clone(), f.io.depth.max_in_flight as f64));
+        busy.push((l.clone(), secs(f.io.depth.busy_ns)));
+        request_s.push((l, secs(f.io.depth.request_ns)));
     }
+    e.gauges(
+        "vssd_frontend_max_in_flight",
+        "The most requests a frontend has had in flight at once",
+        &max_depth,
+    )?;
+    e.counters_f(
+        "vssd_frontend_busy_seconds",
+        "Time a frontend had at least one request in flight",
+        &busy,
+    )?;
+    e.counters_f(
+        "vssd_frontend_request_seconds",
+        "Time integral of a frontend's in-flight count; its rate over \
+         rate(vssd_frontend_busy_seconds) is the mean queue depth while busy",
+        &request_s,
+    )?;
     e.counters(
         "vssd_trim_requested_bytes",
         "Bytes the host asked to TRIM, by frontend",
@@ -755,6 +804,21 @@ mod tests {
         let late = value("vssd_lateness_quantile_seconds{quantile=\"1\"}");
         assert!((late - secs(r.lateness.max_ns)).abs() < 1e-12);
         assert!(text.contains("vssd_lateness_seconds_count 1"), "{text}");
+        // The depth the frontend delivered: one request, for its delivered latency.
+        let fd = &r.frontends[0].io.depth;
+        assert_eq!(fd.max_in_flight, 1);
+        assert_eq!(
+            value("vssd_frontend_max_in_flight{frontend=\"test\",listener=\"here\"}"),
+            1.0
+        );
+        let req = value("vssd_frontend_request_seconds_total{frontend=\"test\",listener=\"here\"}");
+        assert!(
+            (req - secs(fd.request_ns)).abs() < 1e-12 && req > 0.0,
+            "{text}"
+        );
+        assert!(
+            (value("vssd_busy_seconds_total") - secs(r.connection.depth.busy_ns)).abs() < 1e-12
+        );
         assert!(
             text.contains("vssd_lateness_seconds_bucket{le=\"+Inf\"} 1"),
             "{text}"

@@ -619,3 +619,84 @@ fn reads_after_trim_follow_the_profile_through_nbd() {
         serve.stop_ok();
     }
 }
+
+#[test]
+fn stats_report_the_depth_each_connection_delivered() {
+    // The drive's clock runs 50× slower than the wall clock, so a batch of
+    // requests sent in one write is all in the drive before the first
+    // completes, however loaded the machine.
+    const N: u64 = 8;
+    let dir = scratch_dir();
+    let nbd = dir.path().join("nbd.sock");
+    let serve = Serve::start(
+        dir.path(),
+        &[
+            "--profile",
+            "sata-mlc-2011",
+            "--capacity",
+            "256M",
+            "--memory",
+            "--time-scale",
+            "50",
+            "--nbd",
+            &format!("unix:{}", nbd.display()),
+        ],
+    );
+    let mut deep = Raw::go(&nbd);
+    let mut shallow = Raw::go(&nbd);
+    for round in 0..4u64 {
+        let mut batch = Vec::new();
+        for i in 0..N {
+            batch.extend(proto::encode_request(&proto::Request {
+                flags: 0,
+                kind: cmd::WRITE,
+                cookie: round * N + i,
+                offset: (round * N + i) * 65536,
+                len: 4096,
+            }));
+            batch.extend([0x5Au8; 4096]);
+        }
+        deep.0.write_all(&batch).unwrap();
+        for _ in 0..N {
+            assert_eq!(deep.simple().0, 0);
+        }
+        // One at a time on the other connection.
+        shallow.request(cmd::READ, 0, round * 4096, 4096, round);
+        let (err, _) = shallow.simple();
+        assert_eq!(err, 0);
+        let mut data = [0u8; 4096];
+        shallow.0.read_exact(&mut data).unwrap();
+    }
+    let r = serve.report();
+    let f = &r.frontends[0];
+    let conn = |id: u64| &f.conns.iter().find(|c| c.id == id).unwrap().io.depth;
+    let (d, s) = (conn(1), conn(2));
+    assert_eq!(d.max_in_flight, N, "{d:?}");
+    assert_eq!(d.in_flight, 0);
+    assert!(
+        d.mean_in_flight > 1.5 && d.mean_in_flight <= N as f64,
+        "a batch of {N} averages more than one in flight: {d:?}"
+    );
+    assert!(d.busy_ns > 0 && d.request_ns >= d.busy_ns, "{d:?}");
+    assert_eq!(s.max_in_flight, 1, "{s:?}");
+    assert!((s.mean_in_flight - 1.0).abs() < 1e-9, "{s:?}");
+    // The frontend and the device see both connections together.
+    assert!(f.io.depth.max_in_flight >= N && f.io.depth.max_in_flight <= N + 1);
+    assert_eq!(f.io.depth.request_ns, d.request_ns + s.request_ns);
+    assert_eq!(r.connection.depth.max_in_flight, f.io.depth.max_in_flight);
+    // `ctl stats` prints them.
+    let out = Command::new(VSSD)
+        .args(["ctl", "--control"])
+        .arg(&serve.control)
+        .arg("stats")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!("in flight {N} at most")) && text.contains("in flight 1 at most"),
+        "{text}"
+    );
+    drop((deep, shallow));
+    serve.stop_ok();
+}

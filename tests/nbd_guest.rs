@@ -225,7 +225,16 @@ fn trim_passthrough_numbers_on_sata() {
             "{name}: the file's space must be freed: {c}"
         );
     }
+    // TrimCheck's read-back: this preset's trimmed LBAs read as zeros.
+    assert_eq!(r["read_after_trim"], "zeros", "{r}");
+    for name in ["discard", "fstrim"] {
+        assert_eq!(case(name)["read_back"], "zeros", "{name}");
+    }
     let none = case("none");
+    assert_eq!(
+        none["read_back"], "old",
+        "untrimmed LBAs keep the file: {none}"
+    );
     assert_eq!(n(&none, "trim_cmds"), 0, "{none}");
     assert_eq!(n(&none, "trim_bytes"), 0);
     assert_eq!(n(&none, "freed_bytes"), 0);

@@ -8,7 +8,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::protocol::{PreconditionResult, Progress, StatsReport, Step, TrimRecord};
 use vssd_device::OpKind;
 use vssd_device::hist::Summary;
-use vssd_device::stats::{IoReport, TrimReport};
+use vssd_device::stats::{DepthReport, IoReport, TrimReport};
 use vssd_profile::size::format_size;
 
 /// A duration in ns, with a unit that keeps 3 significant digits.
@@ -95,6 +95,20 @@ fn io_line(io: &IoReport) -> String {
     parts.join(", ")
 }
 
+/// `in flight 3 now, 16 at most, 15.8 on average while busy (12.0 s busy)`.
+fn depth_line(d: &DepthReport) -> String {
+    if d.max_in_flight == 0 {
+        return "no requests yet".into();
+    }
+    format!(
+        "{} now, {} at most, {:.1} on average while busy ({:.1} s busy)",
+        d.in_flight,
+        d.max_in_flight,
+        d.mean_in_flight,
+        d.busy_ns as f64 / 1e9
+    )
+}
+
 /// The `ctl stats` text.
 pub fn stats(r: &StatsReport) -> String {
     let mut o = String::new();
@@ -152,6 +166,7 @@ pub fn stats(r: &StatsReport) -> String {
         "requests     {} in flight, {} rejected, {} abandoned",
         conn.in_flight, conn.rejected, conn.abandoned
     );
+    let _ = writeln!(o, "in flight    {}", depth_line(&conn.depth));
 
     let _ = writeln!(o, "\nfrontends");
     if r.frontends.is_empty() {
@@ -186,17 +201,27 @@ pub fn stats(r: &StatsReport) -> String {
         );
         let _ = writeln!(o, "    requests   {}", io_line(&f.io));
         let _ = writeln!(o, "    TRIM       {}", trim_line(&f.io.trim));
+        let _ = writeln!(o, "    in flight  {}", depth_line(&f.io.depth));
         for cn in &f.conns {
             let t = &cn.io.trim;
+            let dp = &cn.io.depth;
             let _ = writeln!(
                 o,
-                "    #{:<3} {} {}: {}{}",
+                "    #{:<3} {} {}: {}{}{}",
                 cn.id,
                 cn.peer,
                 if cn.open { "(open)" } else { "(closed)" },
                 io_line(&cn.io),
                 if t.discard_cmds + t.write_zeroes_cmds > 0 {
                     format!("; TRIM {}", trim_line(t))
+                } else {
+                    String::new()
+                },
+                if dp.max_in_flight > 0 {
+                    format!(
+                        "; in flight {} at most, {:.1} on average",
+                        dp.max_in_flight, dp.mean_in_flight
+                    )
                 } else {
                     String::new()
                 }

@@ -60,7 +60,7 @@ use self::files::FileError;
 pub use self::state::StateOrigin;
 use self::state::dirty_marker;
 pub use self::stats::{
-    Connection, Frontend, OpKind, Pending, Stats, StatsReport, Status, TrimOutcome,
+    Connection, DepthReport, Frontend, OpKind, Pending, Stats, StatsReport, Status, TrimOutcome,
 };
 use self::stats::{DriveReport, WindowReport};
 use self::store::{Store, StoreError};

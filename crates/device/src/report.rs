@@ -65,8 +65,54 @@ impl TrimReport {
     }
 }
 
+/// The queue depth the drive saw from a frontend, a connection or all of
+/// them: what a guest's queue depth became on its way through the bus.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DepthReport {
+    /// Requests in flight now.
+    pub in_flight: u64,
+    /// The most requests ever in flight at once.
+    pub max_in_flight: u64,
+    /// Time with at least one request in flight, ns (only grows).
+    pub busy_ns: u64,
+    /// Σ of finished requests' time in flight, ns: the integral of the
+    /// in-flight count over time (only grows).
+    pub request_ns: u64,
+    /// `request_ns / busy_ns`: requests in flight on average while busy.
+    pub mean_in_flight: f64,
+}
+
+impl DepthReport {
+    /// A report of these figures, with the mean computed.
+    pub fn new(in_flight: u64, max_in_flight: u64, busy_ns: u64, request_ns: u64) -> Self {
+        DepthReport {
+            in_flight,
+            max_in_flight,
+            busy_ns,
+            request_ns,
+            mean_in_flight: mean_depth(request_ns, busy_ns),
+        }
+    }
+
+    /// The mean depth between `earlier` (a report of the same counters
+    /// taken before) and this one; `None` when it was idle throughout.
+    pub fn mean_since(&self, earlier: &DepthReport) -> Option<f64> {
+        let busy = self.busy_ns.checked_sub(earlier.busy_ns)?;
+        let req = self.request_ns.checked_sub(earlier.request_ns)?;
+        (busy > 0).then(|| mean_depth(req, busy))
+    }
+}
+
+fn mean_depth(request_ns: u64, busy_ns: u64) -> f64 {
+    if busy_ns == 0 {
+        0.0
+    } else {
+        request_ns as f64 / busy_ns as f64
+    }
+}
+
 /// Counters of a frontend or a connection.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct IoReport {
     /// Per kind (only kinds seen), keyed by [`OpKind::name`].
     pub ops: BTreeMap<String, OpCount>,
@@ -76,10 +122,13 @@ pub struct IoReport {
     pub abandoned: u64,
     /// Discards and write-zeroes.
     pub trim: TrimReport,
+    /// The queue depth it delivered to the drive.
+    #[serde(default)]
+    pub depth: DepthReport,
 }
 
 /// One connection.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConnReport {
     /// Number within the frontend, from 1.
     pub id: u64,
@@ -94,7 +143,7 @@ pub struct ConnReport {
 }
 
 /// One frontend.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FrontendReport {
     /// Index among the device's frontends.
     pub id: u32,
@@ -119,7 +168,7 @@ pub struct FrontendReport {
 }
 
 /// All frontends together.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ConnectionReport {
     /// At least one client is connected.
     pub connected: bool,
@@ -131,6 +180,9 @@ pub struct ConnectionReport {
     pub rejected: u64,
     /// Requests whose completion was never delivered.
     pub abandoned: u64,
+    /// The queue depth the drive saw, all frontends together.
+    #[serde(default)]
+    pub depth: DepthReport,
 }
 
 /// The drive itself.

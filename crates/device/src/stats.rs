@@ -21,8 +21,8 @@ use vssd_common::clock::TimeScale;
 
 use super::hist::{Histogram, Summary};
 pub use super::report::{
-    ConnReport, ConnectionReport, DriveReport, FrontendReport, IoReport, OpCount, OpReport,
-    StatsReport, TrimReport, WindowReport,
+    ConnReport, ConnectionReport, DepthReport, DriveReport, FrontendReport, IoReport, OpCount,
+    OpReport, StatsReport, TrimReport, WindowReport,
 };
 
 /// Closed connections kept in a frontend's report (oldest dropped first).
@@ -104,9 +104,75 @@ struct OpStats {
     delivered: Histogram,
 }
 
+/// The queue depth a frontend or connection delivered to the drive: the
+/// requests in flight now, the most ever, and the time integral of the
+/// in-flight count over the time at least one was in flight (its busy
+/// time). Both integrals only grow, so two reports give the mean depth
+/// over the time between them (a secure erase's reset leaves them alone).
+///
+/// Lock-free on the request path except when the count leaves or reaches
+/// zero (the start and end of a busy period).
+#[derive(Default)]
+struct Depth {
+    now: AtomicU64,
+    max: AtomicU64,
+    /// Σ over finished requests of their time in flight, ns: the integral
+    /// of the in-flight count over time (Little's law).
+    request_ns: AtomicU64,
+    /// Finished busy periods, ns.
+    busy_ns: AtomicU64,
+    /// The latest submission or completion seen (daemon clock, ns).
+    last_ns: AtomicU64,
+    /// Start of the busy period under way.
+    busy_since: Mutex<Option<u64>>,
+}
+
+impl Depth {
+    fn enter(&self, at_ns: u64) {
+        self.last_ns.fetch_max(at_ns, Relaxed);
+        let before = self.now.fetch_add(1, Relaxed);
+        self.max.fetch_max(before + 1, Relaxed);
+        if before == 0 {
+            let mut since = lock(&self.busy_since);
+            // Another thread may have ended this request's busy period
+            // already (it completed at once): open one only if still busy.
+            if since.is_none() && self.now.load(Relaxed) > 0 {
+                *since = Some(at_ns);
+            }
+        }
+    }
+
+    fn leave(&self, submit_ns: u64, at_ns: Option<u64>) {
+        let at_ns = at_ns.unwrap_or_else(|| self.last_ns.load(Relaxed).max(submit_ns));
+        self.last_ns.fetch_max(at_ns, Relaxed);
+        self.request_ns
+            .fetch_add(at_ns.saturating_sub(submit_ns), Relaxed);
+        if self.now.fetch_sub(1, Relaxed) == 1 {
+            let mut since = lock(&self.busy_since);
+            if self.now.load(Relaxed) == 0
+                && let Some(t) = since.take()
+            {
+                self.busy_ns.fetch_add(at_ns.saturating_sub(t), Relaxed);
+            }
+        }
+    }
+
+    fn report(&self) -> DepthReport {
+        let open =
+            lock(&self.busy_since).map_or(0, |t| self.last_ns.load(Relaxed).saturating_sub(t));
+        DepthReport::new(
+            self.now.load(Relaxed),
+            self.max.load(Relaxed),
+            self.busy_ns.load(Relaxed) + open,
+            self.request_ns.load(Relaxed),
+        )
+    }
+}
+
 /// Counters kept per frontend and per connection (no histograms).
 #[derive(Default)]
 struct IoCounters {
+    depth: Depth,
     cmds: [AtomicU64; 6],
     bytes: [AtomicU64; 6],
     errors: [AtomicU64; 6],
@@ -174,6 +240,7 @@ impl IoCounters {
                 freed_bytes: self.trim_freed_bytes.load(Relaxed),
                 already_unmapped_bytes: self.trim_unmapped_bytes.load(Relaxed),
             },
+            depth: self.depth.report(),
         }
     }
 }
@@ -205,6 +272,7 @@ pub struct Stats {
     ops: [OpStats; 6],
     lateness: Histogram,
     in_flight: AtomicU64,
+    depth: Depth,
     abandoned: AtomicU64,
     rejected: AtomicU64,
     frontends: Mutex<Vec<Arc<FrontendStats>>>,
@@ -328,6 +396,7 @@ impl Stats {
             in_flight: self.in_flight.load(Relaxed),
             rejected: self.rejected.load(Relaxed),
             abandoned: self.abandoned.load(Relaxed),
+            depth: self.depth.report(),
         }
     }
 
@@ -477,6 +546,18 @@ struct ConnHandle {
     conn: Arc<ConnStats>,
 }
 
+impl ConnHandle {
+    /// A request submitted at `submit_ns` left the in-flight set at
+    /// `at_ns` (none: abandoned, at the latest time seen).
+    fn leave(&self, submit_ns: u64, at_ns: Option<u64>) {
+        // The same time for all three, the device's latest.
+        let at_ns = at_ns.or_else(|| Some(self.device.depth.last_ns.load(Relaxed).max(submit_ns)));
+        self.device.depth.leave(submit_ns, at_ns);
+        self.frontend.counters.depth.leave(submit_ns, at_ns);
+        self.conn.counters.depth.leave(submit_ns, at_ns);
+    }
+}
+
 /// A frontend connection as the device sees it: every request of the
 /// connection is accounted through it. Dropping it marks the connection closed.
 pub struct Connection {
@@ -487,7 +568,11 @@ impl Connection {
     /// Start accounting one request of this connection: counted in flight
     /// until the returned guard completes or is dropped.
     pub fn begin(&self, op: OpKind, bytes: u64, submit_ns: u64) -> Pending {
-        self.inner.device.in_flight.fetch_add(1, Relaxed);
+        let h = &self.inner;
+        h.device.in_flight.fetch_add(1, Relaxed);
+        h.device.depth.enter(submit_ns);
+        h.frontend.counters.depth.enter(submit_ns);
+        h.conn.counters.depth.enter(submit_ns);
         Pending {
             conn: self.inner.clone(),
             op,
@@ -619,6 +704,7 @@ impl Pending {
             .counters
             .record(self.op, self.bytes, self.status, self.refused, self.trim);
         h.device.in_flight.fetch_sub(1, Relaxed);
+        h.leave(self.submit_ns, Some(delivered_ns));
     }
 }
 
@@ -627,6 +713,7 @@ impl Drop for Pending {
         if !self.done {
             let h = &self.conn;
             h.device.in_flight.fetch_sub(1, Relaxed);
+            h.leave(self.submit_ns, None);
             h.device.abandoned.fetch_add(1, Relaxed);
             h.conn.counters.abandoned.fetch_add(1, Relaxed);
             h.frontend.counters.abandoned.fetch_add(1, Relaxed);
@@ -669,6 +756,49 @@ mod tests {
         assert_eq!(f.conns[0].peer, "client 1");
         drop(conn);
         assert!(!stats.connection_report().connected);
+    }
+
+    #[test]
+    fn depth_is_the_in_flight_integral_over_busy_time() {
+        let stats = Arc::new(Stats::default());
+        let fe = stats.register_frontend("nbd", "x", "");
+        let c1 = fe.connect("a");
+        let c2 = fe.connect("b");
+        // c1: two requests over 0..100 and 50..150 (busy 150 ns, 200 ns of
+        // requests); idle; then one over 1000..1100 (abandoned: it leaves
+        // at the latest time seen, 1100).
+        let a = c1.begin(OpKind::Read, 0, 0);
+        let b = c1.begin(OpKind::Read, 0, 50);
+        a.complete(100);
+        b.complete(150);
+        let late = c1.begin(OpKind::Read, 0, 1000);
+        let other = c2.begin(OpKind::Write, 0, 1050);
+        other.complete(1100);
+        drop(late);
+        let f = &stats.frontends_report()[0];
+        let d1 = &f.conns[0].io.depth;
+        assert_eq!((d1.max_in_flight, d1.in_flight), (2, 0));
+        assert_eq!(d1.busy_ns, 150 + 100);
+        assert_eq!(d1.request_ns, 100 + 100 + 100);
+        assert!((d1.mean_in_flight - 300.0 / 250.0).abs() < 1e-12);
+        let d2 = &f.conns[1].io.depth;
+        assert_eq!((d2.max_in_flight, d2.busy_ns, d2.request_ns), (1, 50, 50));
+        // The frontend: both connections, overlapping at 1050..1100.
+        let fd = &f.io.depth;
+        assert_eq!((fd.max_in_flight, fd.busy_ns, fd.request_ns), (2, 250, 350));
+        assert_eq!(stats.connection_report().depth, *fd);
+        // A busy period under way counts up to the latest event.
+        let open = c2.begin(OpKind::Read, 0, 2000);
+        let _next = c1.begin(OpKind::Read, 0, 2400);
+        let now = &stats.frontends_report()[0].io.depth;
+        assert_eq!((now.in_flight, now.busy_ns), (2, 250 + 400));
+        assert_eq!(now.mean_since(fd), Some(0.0)); // none finished since
+        open.complete(2500);
+        let later = &stats.frontends_report()[0].io.depth;
+        assert_eq!(later.mean_since(fd), Some(500.0 / 500.0));
+        // A secure erase's reset leaves the depth figures alone.
+        stats.reset();
+        assert_eq!(stats.frontends_report()[0].io.depth.busy_ns, 250 + 500);
     }
 
     #[test]

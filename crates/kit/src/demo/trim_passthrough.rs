@@ -60,6 +60,10 @@ pub struct CaseResult {
     pub freed_bytes: u64,
     /// Bytes they covered that were not mapped anyway.
     pub already_unmapped_bytes: u64,
+    /// What 64 KiB of the deleted file's raw LBAs read after the delete
+    /// (TrimCheck's test): `zeros`, `pattern` (0xFF), `old` (the file's
+    /// data), `changed` (something else) or `unknown` (no FIEMAP).
+    pub read_back: String,
     /// Sequential 128 KiB write throughput over the whole disk afterwards, bytes/s.
     pub seq_write_bytes_s: f64,
     /// Wall time of the guest run, s.
@@ -82,6 +86,9 @@ pub struct TrimPassthroughReport {
     /// The model's figure for the cases' final write (the whole disk) on a
     /// fresh drive whose write buffer starts empty, bytes/s.
     pub predicted_whole_disk_bytes_s: f64,
+    /// What the drive returns for trimmed LBAs (the preset's
+    /// `read_after_trim`): `zeros`, `pattern` or `old-data`.
+    pub read_after_trim: String,
     /// Per case.
     pub cases: Vec<CaseResult>,
 }
@@ -128,12 +135,27 @@ $FIO --name=fill --filename=$M/data --size={file_mib}M --rw=write --bs=1M --iode
 echo "@@STEP aging it: random 4 KiB writes inside the file"
 $FIO --name=age --filename=$M/data --size={file_mib}M --rw=randwrite --bs=4k --iodepth=32 --io_size={age} --norandommap --randrepeat=0 >/dev/null
 echo "deleted=$(stat -c %s $M/data)"
+# TrimCheck's way: where the file lies on the disk (FIEMAP), what 64 KiB
+# there read before it is deleted, and what they read after.
+S=$(filefrag -b512 -v $M/data | awk '$1=="0:" {{sub(/\.\.$/,"",$4); print $4}}') || S=
+raw() {{ dd if={dev} bs=512 skip=$S count=128 iflag=direct 2>/dev/null | cksum; }}
+[ -z "$S" ] || before=$(raw)
 echo "@@STEP deleting it ({label})"
 rm $M/data
 sync
 {trim}
 sync
 umount $M
+if [ -z "$S" ]; then r=unknown
+else
+    after=$(raw)
+    if [ "$after" = "$(head -c 65536 /dev/zero | cksum)" ]; then r=zeros
+    elif [ "$after" = "$(head -c 65536 /dev/zero | tr '\000' '\377' | cksum)" ]; then r=pattern
+    elif [ "$after" = "$before" ]; then r=old
+    else r=changed
+    fi
+fi
+echo "readback=$r lba=$S"
 echo "@@STEP sequential writes over the whole disk"
 echo "@@FIO"
 fio --name=after --filename={dev} --ioengine=libaio --direct=1 --rw=write --bs=128k --iodepth=32 --output-format=json
@@ -145,13 +167,20 @@ echo "@@END"
     )
 }
 
-/// `deleted=N` and the fio JSON's write bandwidth from a case's output.
-pub fn parse_case(output: &str) -> Result<(u64, f64), String> {
+/// `deleted=N`, the `readback=` verdict and the fio JSON's write
+/// bandwidth from a case's output.
+pub fn parse_case(output: &str) -> Result<(u64, String, f64), String> {
     let deleted = output
         .lines()
         .find_map(|l| l.strip_prefix("deleted="))
         .and_then(|v| v.trim().parse().ok())
         .ok_or("no deleted= line")?;
+    let read_back = output
+        .lines()
+        .find_map(|l| l.strip_prefix("readback="))
+        .and_then(|v| v.split_whitespace().next())
+        .ok_or("no readback= line")?
+        .to_string();
     let a = output.find("@@FIO").ok_or("no @@FIO marker")?;
     let b = output[a..].find("@@END").ok_or("no @@END marker")? + a;
     let json = &output[a + 5..b];
@@ -160,7 +189,19 @@ pub fn parse_case(output: &str) -> Result<(u64, f64), String> {
     let bw = v["jobs"][0]["write"]["bw_bytes"]
         .as_f64()
         .ok_or("no write.bw_bytes in fio's JSON")?;
-    Ok((deleted, bw))
+    Ok((deleted, read_back, bw))
+}
+
+/// What a read-back says about TRIM, as the guest can tell it on a drive
+/// whose trimmed LBAs read as `mode` (`read_after_trim`).
+fn read_back_verdict(read_back: &str, mode: &str) -> &'static str {
+    match (read_back, mode) {
+        ("zeros" | "pattern", _) => "trimmed",
+        ("old", "old-data") => "old data (can't tell)",
+        ("old", _) => "old data: not trimmed",
+        ("changed", _) => "overwritten",
+        _ => "unknown",
+    }
 }
 
 /// Run the three cases.
@@ -197,7 +238,7 @@ pub fn run(args: &DemoArgs, env: &Env) -> Result<(), DemoError> {
                 output: run.output,
             });
         }
-        let (deleted, bw) = parse_case(&run.output).map_err(|why| DemoError::Fio {
+        let (deleted, read_back, bw) = parse_case(&run.output).map_err(|why| DemoError::Fio {
             phase: case.label().into(),
             why,
         })?;
@@ -209,6 +250,7 @@ pub fn run(args: &DemoArgs, env: &Env) -> Result<(), DemoError> {
             trim_bytes: t.requested_bytes,
             freed_bytes: t.freed_bytes,
             already_unmapped_bytes: t.already_unmapped_bytes,
+            read_back,
             seq_write_bytes_s: bw,
             guest_seconds: t0.elapsed().as_secs_f64(),
         });
@@ -221,6 +263,7 @@ pub fn run(args: &DemoArgs, env: &Env) -> Result<(), DemoError> {
         capacity: args.capacity,
         predicted_seq_write_bytes_s: env.profile.predict().seq_write_bytes_s,
         predicted_whole_disk_bytes_s: super::write_from_empty_buffer(&env.profile, args.capacity),
+        read_after_trim: env.profile.identity.read_after_trim.name().to_string(),
         cases,
     };
     if args.json {
@@ -245,25 +288,33 @@ pub fn table(r: &TrimPassthroughReport) -> String {
     );
     let _ = writeln!(
         o,
-        "{:<18} {:>10} {:>13} {:>11} {:>13} {:>16}",
-        "case", "deleted", "TRIM received", "(commands)", "freed in FTL", "seq write after"
+        "{:<18} {:>10} {:>13} {:>11} {:>13} {:>22} {:>16}",
+        "case",
+        "deleted",
+        "TRIM received",
+        "(commands)",
+        "freed in FTL",
+        "LBAs read (TrimCheck)",
+        "seq write after"
     );
     for c in &r.cases {
         let _ = writeln!(
             o,
-            "{:<18} {:>10} {:>13} {:>11} {:>13} {:>11.1} MB/s",
+            "{:<18} {:>10} {:>13} {:>11} {:>13} {:>22} {:>11.1} MB/s",
             c.case.label(),
             format_size(c.deleted_bytes),
             format_size(c.trim_bytes),
             c.trim_cmds,
             format_size(c.freed_bytes),
+            read_back_verdict(&c.read_back, &r.read_after_trim),
             c.seq_write_bytes_s / 1e6
         );
     }
     let _ = writeln!(
         o,
-        "{:<18} {:>10} {:>13} {:>11} {:>13} {:>11.1} MB/s   (model; sustained {:.1} MB/s once the write buffer is full)",
+        "{:<18} {:>10} {:>13} {:>11} {:>13} {:>22} {:>11.1} MB/s   (model; sustained {:.1} MB/s once the write buffer is full)",
         "(fresh drive)",
+        "",
         "",
         "",
         "",
@@ -283,6 +334,18 @@ pub fn table(r: &TrimPassthroughReport) -> String {
         if passes(Case::Discard) { "yes" } else { "NO" },
         if passes(Case::Fstrim) { "yes" } else { "NO" }
     );
+    let _ = writeln!(
+        o,
+        "LBAs read: the deleted file's first 64 KiB, found with FIEMAP (filefrag) and read back raw \
+         after the delete, as TrimCheck does. This preset's trimmed LBAs read as {}{}",
+        r.read_after_trim,
+        if r.read_after_trim == "old-data" {
+            ": the old data until the flash is erased, so the guest cannot tell a TRIM from none; \
+             the drive's audit (TRIM received, freed) can."
+        } else {
+            ", so the guest sees whether TRIM reached the drive."
+        }
+    );
     o
 }
 
@@ -300,7 +363,18 @@ mod tests {
         assert!(s.contains("mount -o discard /dev/nvme0n1"));
         let out =
             "x\ndeleted=1048576\n@@FIO\nnote\n{\"jobs\":[{\"write\":{\"bw_bytes\":123}}]}\n@@END\n";
-        assert_eq!(parse_case(out), Ok((1048576, 123.0)));
+        assert!(parse_case(out).is_err(), "no readback= line");
+        let out = "x\ndeleted=1048576\nreadback=zeros lba=2048\n@@FIO\nnote\n\
+                   {\"jobs\":[{\"write\":{\"bw_bytes\":123}}]}\n@@END\n";
+        assert_eq!(parse_case(out), Ok((1048576, "zeros".into(), 123.0)));
+        assert!(s.contains("filefrag -b512 -v $M/data"));
+        assert_eq!(read_back_verdict("zeros", "zeros"), "trimmed");
+        assert_eq!(read_back_verdict("pattern", "pattern"), "trimmed");
+        assert_eq!(read_back_verdict("old", "zeros"), "old data: not trimmed");
+        assert_eq!(
+            read_back_verdict("old", "old-data"),
+            "old data (can't tell)"
+        );
         assert!(parse_case("deleted=1\n").is_err());
     }
 }

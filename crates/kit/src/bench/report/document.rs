@@ -434,6 +434,25 @@ pub(super) fn document(r: &BenchResults, charts: &[Chart]) -> Vec<Block> {
                 fmt_pct(r.tolerance).trim_start_matches('+')
             ))]));
             d.push(Block::Table(t));
+            if let Some(qd) = r.sim.as_ref().and_then(|s| {
+                s.phases
+                    .iter()
+                    .filter_map(|p| p.metrics.get("bus_capped_qd").copied())
+                    .reduce(f64::max)
+            }) {
+                d.push(Block::Para(vec![
+                    Span::Strong("queue depth:".into()),
+                    text(format!(
+                        " on the {} bus the guest's requests reach the drive through QEMU's NBD \
+                         client, which keeps at most {} in flight per connection whatever the \
+                         guest's iodepth; the simulator ran the deeper jobs at the depth the \
+                         drive can see ({qd:.0} at most), so both sides compare the same drive \
+                         workload, not the guest's nominal one. virtio-blk has no such cap.",
+                        r.bus.name(),
+                        crate::bench::simrun::NBD_CLIENT_MAX_REQUESTS
+                    )),
+                ]));
+            }
             if comparisons(r).iter().any(|c| c.guest_bound) {
                 d.push(Block::Para(vec![
                     Span::Strong("guest-bound:".into()),
