@@ -166,8 +166,10 @@ fn trim_recovery_in_a_guest_beside_the_simulator() {
         let out = dir.path().join(format!("attempt{attempt}"));
         let junit = out.join("junit.xml");
         std::fs::create_dir_all(&out).unwrap();
-        // Undilated: this test compares the guest with the simulator at
-        // the drive's own pace (the SATA test below covers --time-scale).
+        // Dilated by 2, fixed: under TCG the guest's own time per burst
+        // is about a tenth of the fresh drive's at K = 1, which puts the
+        // fresh surface right at the 10 % tolerance; at K = 2 it is half
+        // that. (The SATA test below covers `auto`.)
         let o = bench(&[
             "run",
             "trim-recovery",
@@ -176,7 +178,7 @@ fn trim_recovery_in_a_guest_beside_the_simulator() {
             "--bus",
             "virtio",
             "--time-scale",
-            "1",
+            "2",
             "--out",
             out.to_str().unwrap(),
             "--junit",

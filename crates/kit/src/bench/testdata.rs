@@ -237,6 +237,12 @@ fn fio_json(
 fn surface_phase(p: &mut PhaseResult, s: Surface) {
     let v: Vec<f64> = s.points.iter().map(|p| p.bytes_s).collect();
     p.metrics.insert("mean_bw".into(), mean(&v));
+    let mut sorted = v.clone();
+    sorted.sort_by(f64::total_cmp);
+    if !sorted.is_empty() {
+        p.metrics
+            .insert("median_bw".into(), sorted[sorted.len() / 2]);
+    }
     p.metrics.insert(
         "min_bw".into(),
         v.iter().copied().fold(f64::INFINITY, f64::min),
