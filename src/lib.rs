@@ -23,6 +23,7 @@
 pub mod metrics;
 pub mod qemu_args;
 pub mod serve;
+pub mod trace_cmd;
 
 pub use vssd_common::cli_out;
 pub use vssd_ctl as ctl;
@@ -36,3 +37,4 @@ pub use vssd_profile as profile;
 pub use vssd_profile::size;
 pub use vssd_sim as sim;
 pub use vssd_sim::calibrate;
+pub use vssd_trace as trace;

@@ -11,11 +11,15 @@ use std::process::Command;
 const ALLOWED: &[(&str, &[&str])] = &[
     ("vssd-common", &[]),
     ("vssd-profile", &[]),
+    ("vssd-trace", &[]),
     ("vssd-model", &["vssd-profile"]),
-    ("vssd-sim", &["vssd-common", "vssd-profile", "vssd-model"]),
+    (
+        "vssd-sim",
+        &["vssd-common", "vssd-profile", "vssd-model", "vssd-trace"],
+    ),
     (
         "vssd-device",
-        &["vssd-common", "vssd-profile", "vssd-model"],
+        &["vssd-common", "vssd-profile", "vssd-model", "vssd-trace"],
     ),
     ("vssd-frontend", &["vssd-profile", "vssd-device"]),
     (
@@ -35,6 +39,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "vssd-sim",
             "vssd-device",
             "vssd-ctl",
+            "vssd-trace",
         ],
     ),
     (
@@ -49,6 +54,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "vssd-ctl",
             "vssd-loadgen",
             "vssd-kit",
+            "vssd-trace",
         ],
     ),
 ];

@@ -130,6 +130,14 @@ pub struct ServeArgs {
     /// stats`, the metrics and the TRIM log report the drive's own time.
     #[arg(long, value_name = "K", default_value_t = TimeScale::ONE)]
     pub time_scale: TimeScale,
+    /// Record every request the drive receives to FILE from the start (a
+    /// new file, mode 0600; see `vssd ctl trace` to start and stop it
+    /// later, `vssd trace` to read, convert and replay it).
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Size limit of the trace file: recording stops there, with a warning.
+    #[arg(long, value_name = "SIZE", default_value = "4G", value_parser = parse_size)]
+    pub trace_limit: u64,
     /// Serve the drive's statistics in the Prometheus text format at
     /// `http://ADDR/metrics` (e.g. `127.0.0.1:9187`): counters, latency
     /// and lateness histograms, the same numbers as `vssd ctl stats`.
@@ -163,6 +171,9 @@ pub enum ServeError {
     /// The profile does not load.
     #[error(transparent)]
     Profile(#[from] ProfileError),
+    /// `--trace` could not start.
+    #[error("--trace: {0}")]
+    Trace(#[source] vssd_device::capture::CaptureError),
     /// Another process listens on the socket path.
     #[error("{0} is in use by a running process (another vssd or qemu-storage-daemon?)")]
     SocketInUse(PathBuf),
@@ -363,6 +374,11 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
     let nbd_listeners = bind_nbd(&args, socket_mode, gid)?;
     let ctl_listener = bind_socket(&control, 0o600, None, |p| UnixListener::bind(p))?;
 
+    if let Some(t) = &args.trace {
+        device
+            .trace_start(t, args.trace_limit)
+            .map_err(ServeError::Trace)?;
+    }
     if let Some(addr) = args.metrics {
         crate::metrics::spawn(addr, args.metrics_listen_any, &device)?;
     }
@@ -472,6 +488,19 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         info!("syncing data and saving drive state");
     } else {
         info!("syncing data (no state directory: the FTL state is not saved)");
+    }
+    let was_tracing = device.trace_status().active;
+    let traced = device.trace_stop();
+    if let (true, Some(p)) = (was_tracing, &traced.path) {
+        info!(
+            "trace {p} closed: {} requests{}",
+            traced.records,
+            if traced.dropped > 0 {
+                format!(", {} not recorded", traced.dropped)
+            } else {
+                String::new()
+            }
+        );
     }
     let closed = device.close();
     let _ = std::fs::remove_file(&control);

@@ -583,6 +583,31 @@ fn group(v: u64) -> String {
     out
 }
 
+/// The `ctl trace` text.
+pub fn trace_status(t: &crate::protocol::TraceStatus) -> String {
+    let Some(path) = &t.path else {
+        return "no trace taken since the daemon started\n".into();
+    };
+    let mut s = format!(
+        "{} {path}: {} requests, {} bytes of {} allowed",
+        if t.active { "tracing to" } else { "trace" },
+        t.records,
+        t.bytes,
+        t.limit
+    );
+    if t.dropped > 0 {
+        s.push_str(&format!(", {} requests not recorded", t.dropped));
+    }
+    if !t.active {
+        s.push_str(" (closed)");
+    }
+    s.push('\n');
+    if let Some(why) = &t.ended {
+        s.push_str(&format!("ended by itself: {why}\n"));
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use vssd_device::trimlog::TrimRecord;

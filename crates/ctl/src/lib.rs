@@ -20,7 +20,7 @@ use thiserror::Error;
 
 use self::protocol::{
     CtlReply, CtlRequest, EraseResult, PreconditionResult, ProgressLine, SmartReport, StatsReport,
-    Step, TrimLogResult,
+    Step, TraceStatus, TrimLogResult,
 };
 use vssd_profile::size::parse_size;
 
@@ -127,6 +127,14 @@ pub enum CtlCmd {
         /// One JSON object per record.
         #[arg(long)]
         json: bool,
+    },
+    /// Record every request the drive receives to a trace file (vssd's
+    /// binary format: `vssd trace convert` turns it into a fio iolog,
+    /// `vssd sim` replays it with `read_iolog=`).
+    Trace {
+        /// start, stop or status.
+        #[command(subcommand)]
+        cmd: TraceCmd,
     },
     /// Back to a fresh drive (all data reads as zeros, FTL reset), like HDDErase.
     SecureErase {
@@ -397,6 +405,39 @@ fn trim_log(client: &mut Client, follow: bool, last: usize, json: bool) -> Resul
     }
 }
 
+/// `vssd ctl trace` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum TraceCmd {
+    /// Start recording to FILE (it must not exist; created mode 0600 by
+    /// the daemon, so give a path the daemon can write).
+    Start {
+        /// The trace file.
+        file: PathBuf,
+        /// Stop recording when the file reaches this size (e.g. 512M, 4G).
+        #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
+        limit: Option<u64>,
+        /// Print the reply as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop recording and close the file.
+    Stop {
+        /// Print the reply as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Whether a trace is being taken, its file, records and size.
+    Status {
+        /// Print the reply as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn parse_size_arg(s: &str) -> Result<u64, String> {
+    vssd_profile::size::parse_size(s).map_err(|e| e.to_string())
+}
+
 /// Run `vssd ctl`.
 pub fn run(args: CtlArgs) -> Result<(), CtlError> {
     if !(args.timeout.is_finite() && args.timeout > 0.0 && args.timeout <= 86_400.0) {
@@ -431,6 +472,35 @@ pub fn run(args: CtlArgs) -> Result<(), CtlError> {
         }
         CtlCmd::TrimLog { follow, last, json } => {
             trim_log(&mut client, follow, last, json)?;
+        }
+        CtlCmd::Trace { cmd } => {
+            let (req, json) = match cmd {
+                TraceCmd::Start { file, limit, json } => {
+                    let abs = if file.is_absolute() {
+                        file
+                    } else {
+                        std::env::current_dir()?.join(file)
+                    };
+                    let path = abs.to_str().ok_or_else(|| {
+                        CtlError::Usage(format!("{}: not a UTF-8 path", abs.display()))
+                    })?;
+                    (
+                        CtlRequest::TraceStart {
+                            path: path.to_string(),
+                            limit,
+                        },
+                        json,
+                    )
+                }
+                TraceCmd::Stop { json } => (CtlRequest::TraceStop, json),
+                TraceCmd::Status { json } => (CtlRequest::TraceStatus, json),
+            };
+            let r: TraceStatus = client.call_typed(&req, &mut |_| {})?;
+            if json {
+                print_json(&r)?;
+            } else {
+                print_text(&format::trace_status(&r))?;
+            }
         }
         CtlCmd::SecureErase { json } => {
             let r: EraseResult = client.call_typed(&CtlRequest::SecureErase, &mut |_| {})?;

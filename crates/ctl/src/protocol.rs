@@ -2,6 +2,8 @@
 //!
 //! Requests: `{"cmd":"stats"}`, `{"cmd":"smart"}`, `{"cmd":"secure-erase"}`,
 //! `{"cmd":"idle","ns":5000000000}`,
+//! `{"cmd":"trace-start","path":"/abs/file.vssdtrace","limit":1073741824}`,
+//! `{"cmd":"trace-stop"}`, `{"cmd":"trace-status"}`,
 //! `{"cmd":"precondition","steps":[{"step":"fill-seq","bs":131072},
 //! {"step":"random","bs":4096,"amount":"2x"}],"seed":1,"progress":true}`.
 //! Replies: `{"ok":true,"result":{...}}` or `{"ok":false,"error":"..."}`;
@@ -59,7 +61,22 @@ pub enum CtlRequest {
         /// Model time, ns.
         ns: u64,
     },
+    /// Record every request to a new trace file (an absolute path that
+    /// must not exist; created mode 0600).
+    TraceStart {
+        /// The file.
+        path: String,
+        /// Size limit, bytes (default 4 GiB).
+        #[serde(default)]
+        limit: Option<u64>,
+    },
+    /// Stop the trace and close its file.
+    TraceStop,
+    /// The current or last trace.
+    TraceStatus,
 }
+
+pub use vssd_device::capture::TraceStatus;
 
 /// Result of `idle`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -62,6 +62,38 @@ pub fn handle_line(
             }),
             Err(e) => CtlReply::err(format!("idle failed: {e}")),
         },
+        CtlRequest::TraceStart { path, limit } => {
+            let p = std::path::Path::new(&path);
+            if !p.is_absolute() {
+                return CtlReply::err(format!(
+                    "trace path {path:?} is not absolute (the daemon's working directory is not the client's)"
+                ));
+            }
+            let limit = limit.unwrap_or(vssd_device::capture::DEFAULT_LIMIT);
+            match device.trace_start(p, limit) {
+                Ok(()) => CtlReply::ok(&device.trace_status()),
+                Err(e) => {
+                    let mut msg = format!("cannot start the trace: {e}");
+                    let mut src = std::error::Error::source(&e);
+                    while let Some(c) = src {
+                        msg.push_str(&format!(": {c}"));
+                        src = c.source();
+                    }
+                    CtlReply::err(msg)
+                }
+            }
+        }
+        CtlRequest::TraceStop => {
+            let st = device.trace_stop();
+            if let Some(p) = &st.path {
+                info!(
+                    "trace {p} closed: {} requests, {} not recorded",
+                    st.records, st.dropped
+                );
+            }
+            CtlReply::ok(&st)
+        }
+        CtlRequest::TraceStatus => CtlReply::ok(&device.trace_status()),
         CtlRequest::SecureErase => match device.secure_erase() {
             Ok(()) => {
                 info!("secure erase: drive reset to fresh, data zeroed");

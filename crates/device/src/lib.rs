@@ -29,6 +29,7 @@
 //! invariant failed), the drive stops: every later request fails with
 //! [`Status::Stopped`], and the FTL state is not saved over the last good one.
 
+pub mod capture;
 pub mod files;
 pub mod hist;
 pub mod report;
@@ -42,7 +43,7 @@ pub mod trimlog;
 
 use std::collections::VecDeque;
 use std::io::{self, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
@@ -508,7 +509,8 @@ impl Device {
     /// Read `offset..` into `bufs`.
     pub fn read(&self, conn: &Connection, offset: u64, bufs: &[VolatileSlice<'_>]) -> Pending {
         let len = bufs.iter().map(|b| b.len() as u64).sum();
-        let p = self.begin(conn, OpKind::Read, len);
+        let mut p = self.begin(conn, OpKind::Read, len);
+        p.set_target(&[(offset, len)], false, false);
         let r = self.submit(&p, Op::Read, &[(offset, len)]).and_then(|due| {
             self.store.read(offset, bufs).map_err(DeviceError::Io)?;
             if self.read_after_trim == ReadAfterTrim::Pattern {
@@ -548,7 +550,8 @@ impl Device {
         fua: bool,
     ) -> Pending {
         let len = bufs.iter().map(|b| b.len() as u64).sum();
-        let p = self.begin(conn, OpKind::Write, len);
+        let mut p = self.begin(conn, OpKind::Write, len);
+        p.set_target(&[(offset, len)], fua, false);
         // A data-reducing drive needs to know how compressible the data is.
         let payload = if self.profile.reduction.enabled {
             sample_payload(bufs, len)
@@ -575,6 +578,7 @@ impl Device {
     pub fn discard(&self, conn: &Connection, ranges: &[(u64, u64)], fua: bool) -> Pending {
         let len = ranges.iter().map(|r| r.1).sum();
         let mut p = self.begin(conn, OpKind::Discard, len);
+        p.set_target(ranges, fua, false);
         let r = self.trim_ranges(conn, &mut p, Op::Trim, ranges, true, fua);
         self.settle(p, r)
     }
@@ -591,6 +595,7 @@ impl Device {
     ) -> Pending {
         let len = ranges.iter().map(|r| r.1).sum();
         let mut p = self.begin(conn, OpKind::WriteZeroes, len);
+        p.set_target(ranges, fua, unmap);
         // Deallocating guarantees zeros only on a drive whose trimmed LBAs
         // read as zeros (ATA RZAT, NVMe DLFEAT): any other writes them.
         let unmap = unmap && self.read_after_trim == ReadAfterTrim::Zeros;
@@ -652,6 +657,32 @@ impl Device {
         }
         p.set_trim(outcome);
         Ok(due)
+    }
+
+    /// Start recording every request to a new trace file at `path` (mode
+    /// 0600; it must not exist), at most `limit` bytes.
+    pub fn trace_start(&self, path: &Path, limit: u64) -> Result<(), capture::CaptureError> {
+        self.stats.capture.start(
+            path,
+            limit,
+            self.now_ns(),
+            capture::DriveInfo {
+                capacity: self.capacity(),
+                logical_block: self.topology.logical_block as u32,
+                scale: self.scale,
+                profile: &self.profile.name,
+            },
+        )
+    }
+
+    /// Stop the trace (if any) and close its file.
+    pub fn trace_stop(&self) -> capture::TraceStatus {
+        self.stats.capture.stop()
+    }
+
+    /// The current or last trace.
+    pub fn trace_status(&self) -> capture::TraceStatus {
+        self.stats.capture.status()
     }
 
     /// TRIM log records after sequence number `after` (at most `max`), and

@@ -19,6 +19,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use vssd_common::clock::TimeScale;
 
+use vssd_trace::vssd::{FLAG_FUA, FLAG_MORE, FLAG_UNMAP, RecOp, Record, status as trace_status};
+
+use super::capture::Capture;
 use super::hist::{Histogram, Summary};
 pub use super::report::{
     ConnReport, ConnectionReport, DepthReport, DriveReport, FrontendReport, IoReport, OpCount,
@@ -276,6 +279,8 @@ pub struct Stats {
     abandoned: AtomicU64,
     rejected: AtomicU64,
     frontends: Mutex<Vec<Arc<FrontendStats>>>,
+    /// The request trace (`serve --trace`, `ctl trace`).
+    pub(crate) capture: Capture,
     /// Latencies are taken on the daemon clock and recorded in the
     /// model's time (daemon durations / K).
     scale: TimeScale,
@@ -577,6 +582,10 @@ impl Connection {
             conn: self.inner.clone(),
             op,
             bytes,
+            offset: 0,
+            queue: 0,
+            flags: 0,
+            ranges: None,
             status: Status::Ok,
             submit_ns,
             due_ns: submit_ns,
@@ -618,6 +627,14 @@ pub struct Pending {
     conn: Arc<ConnHandle>,
     op: OpKind,
     bytes: u64,
+    /// First byte (for the trace).
+    offset: u64,
+    /// The frontend's queue (for the trace).
+    queue: u16,
+    /// Trace flags (`vssd_trace::vssd::FLAG_*`).
+    flags: u8,
+    /// All ranges of a DISCARD or WRITE ZEROES of more than one (for the trace).
+    ranges: Option<Box<[(u64, u64)]>>,
     status: Status,
     submit_ns: u64,
     due_ns: u64,
@@ -671,6 +688,71 @@ impl Pending {
         self.due_ns = due_ns.max(self.submit_ns);
     }
 
+    /// Where the request goes, for the trace: its first byte, its ranges
+    /// if several, force unit access, unmap allowed.
+    pub(crate) fn set_target(&mut self, ranges: &[(u64, u64)], fua: bool, unmap: bool) {
+        self.offset = ranges.first().map_or(0, |r| r.0);
+        if ranges.len() > 1 && self.conn.device.capture.on() {
+            self.ranges = Some(ranges.into());
+        }
+        self.flags = (u8::from(fua) * FLAG_FUA) | (u8::from(unmap) * FLAG_UNMAP);
+    }
+
+    /// The frontend's queue this request came on (virtqueue index), for
+    /// the trace.
+    pub fn set_queue(&mut self, queue: u16) {
+        self.queue = queue;
+    }
+
+    /// Append this request to the trace, if one is being taken.
+    fn trace(&self, delivered_ns: Option<u64>) {
+        let h = &self.conn;
+        let cap = &h.device.capture;
+        if !cap.on() {
+            return;
+        }
+        let op = match self.op {
+            OpKind::Read => RecOp::Read,
+            OpKind::Write => RecOp::Write,
+            OpKind::Discard => RecOp::Discard,
+            OpKind::WriteZeroes => RecOp::WriteZeroes,
+            OpKind::Flush => RecOp::Flush,
+            OpKind::Other => RecOp::Other,
+        };
+        let status = match (delivered_ns, self.status) {
+            (None, _) => trace_status::ABANDONED,
+            (_, Status::Ok) => trace_status::OK,
+            (_, Status::Invalid) => trace_status::INVALID,
+            (_, Status::Unsupported) => trace_status::UNSUPPORTED,
+            (_, Status::IoError) => trace_status::IO_ERROR,
+            (_, Status::NoSpace) => trace_status::NO_SPACE,
+            (_, Status::Stopped) => trace_status::STOPPED,
+        };
+        let make = |drive: &dyn Fn(u64) -> u64, offset: u64, len: u64, more: bool| Record {
+            arrival_ns: drive(self.submit_ns),
+            due_ns: drive(self.due_ns),
+            delivered_ns: drive(delivered_ns.unwrap_or(self.due_ns)),
+            offset,
+            len,
+            conn: h.conn.id.min(u32::MAX as u64) as u32,
+            frontend: h.frontend.id.min(u16::MAX as u32) as u16,
+            queue: self.queue,
+            op,
+            flags: self.flags | (u8::from(more) * FLAG_MORE),
+            status,
+        };
+        let scale = h.device.scale;
+        match &self.ranges {
+            None => cap.record(scale, |d| make(d, self.offset, self.bytes, false)),
+            Some(rs) => cap.record_many(scale, |d| {
+                rs.iter()
+                    .enumerate()
+                    .map(|(i, &(o, l))| make(d, o, l, i + 1 < rs.len()))
+                    .collect()
+            }),
+        }
+    }
+
     pub(crate) fn set_trim(&mut self, t: TrimOutcome) {
         self.trim = t;
     }
@@ -695,6 +777,7 @@ impl Pending {
     /// record status, bytes, latency and lateness, and leave the in-flight set.
     pub fn complete(mut self, delivered_ns: u64) {
         self.done = true;
+        self.trace(Some(delivered_ns));
         let h = &self.conn;
         h.device.record(&self, delivered_ns);
         h.conn
@@ -711,6 +794,7 @@ impl Pending {
 impl Drop for Pending {
     fn drop(&mut self) {
         if !self.done {
+            self.trace(None);
             let h = &self.conn;
             h.device.in_flight.fetch_sub(1, Relaxed);
             h.leave(self.submit_ns, None);

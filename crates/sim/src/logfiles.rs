@@ -68,6 +68,21 @@ pub fn write_logs(
         if !others {
             continue;
         }
+        if let Some((file, ios)) = &j.iolog {
+            let p = PathBuf::from(file);
+            File::create(&p)
+                .and_then(|f| {
+                    vssd_trace::iolog::write(
+                        BufWriter::new(f),
+                        vssd_trace::iolog::Version::V3,
+                        "vssd",
+                        ios,
+                    )
+                    .map(|_| ())
+                })
+                .map_err(|e| (p.clone(), e))?;
+            written.push(p);
+        }
         for l in &j.logs {
             let p = path(&l.prefix, l.kind, j);
             open(&p)

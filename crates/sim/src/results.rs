@@ -99,6 +99,8 @@ pub struct JobReport {
     pub write_bw_log: Option<String>,
     /// The other logs, ready to write: latency, IOPS, histogram.
     pub logs: Vec<LogText>,
+    /// `write_iolog`: the file and the I/Os issued (times since the job's start).
+    pub iolog: Option<(String, Vec<vssd_trace::Io>)>,
     /// `log_offset`: logs carry an offset column.
     pub log_offset: bool,
     /// `per_job_logs`: log file names carry the instance number.

@@ -25,7 +25,7 @@ use super::SimError;
 use super::jobfile::{Dir, JobFile, JobSpec, RwKind};
 
 pub use super::results::{BwSample, DirReport, JobError, JobReport, LogText, RunReport, SsReport};
-pub use plan::{JobPlan, Plan, resolve};
+pub use plan::{JobPlan, Plan, Replay, ReplayEntry, ReplayKind, resolve, resolve_replay};
 use state::{JobState, Phase};
 
 /// What the engine drives: the model, or a stand-in in tests.
@@ -311,6 +311,9 @@ impl<T: Target> Engine<'_, T> {
         }
         job.rate_ios += 1;
         job.rate_bytes += len;
+        if let Some(log) = job.iolog.as_mut() {
+            log.push(iolog_entry(op, req.offset, len, t - job.start_ns));
+        }
         if p.thinktime_ns > 0 {
             job.think_count += 1;
             if job.think_count.is_multiple_of(p.thinktime_blocks) {
@@ -357,6 +360,29 @@ impl<T: Target> Engine<'_, T> {
                 }
                 return Ok(());
             }
+            if let Some(r) = &p.replay {
+                // fio's replay: each entry waits for its delay after the
+                // previous issue (a v2 `wait`: for its time since the start).
+                let e = r.entries[job.replay_pos];
+                let due = match e.kind {
+                    ReplayKind::Wait => job.start_ns.saturating_add(e.delay_ns),
+                    _ => job.replay_last_ns.saturating_add(e.delay_ns),
+                };
+                if due > t {
+                    if !job.resume_pending {
+                        job.resume_pending = true;
+                        self.push(due, j, Event::Resume);
+                    }
+                    return Ok(());
+                }
+                job.replay_pos += 1;
+                if e.kind == ReplayKind::Wait {
+                    continue;
+                }
+                job.replay_last_ns = t;
+                self.issue_replay(j, t, e)?;
+                continue;
+            }
             // fio's linear rate: the n-th I/O is not issued before
             // start + n / rate.
             let due = rate_due(p.rate_iops, job.rate_ios, job.start_ns).max(rate_due(
@@ -373,6 +399,60 @@ impl<T: Target> Engine<'_, T> {
             }
             self.issue(j, t)?;
         }
+    }
+
+    /// Issue replayed entry `e` for job `j` at time `t`.
+    #[inline]
+    fn issue_replay(&mut self, j: usize, t: u64, e: ReplayEntry) -> Result<(), SimError> {
+        let p = &self.plan.jobs[j];
+        let job = &mut self.jobs[j];
+        let (op, dir, payload) = match e.kind {
+            ReplayKind::Io(Dir::Read) => (Op::Read, Dir::Read as u8, Payload::Unknown),
+            ReplayKind::Io(Dir::Write) => (Op::Write, Dir::Write as u8, p.payload),
+            ReplayKind::Io(Dir::Trim) => (Op::Trim, Dir::Trim as u8, Payload::Unknown),
+            ReplayKind::WriteZeroes(unmap) => (
+                Op::WriteZeroes { unmap },
+                Dir::Write as u8,
+                Payload::Unknown,
+            ),
+            ReplayKind::Flush | ReplayKind::Wait => (Op::Flush, FLUSH_DIR, Payload::Unknown),
+        };
+        let req = Request {
+            op,
+            offset: e.offset,
+            len: e.len,
+            payload,
+        };
+        job.outstanding += 1;
+        if dir != FLUSH_DIR {
+            if t >= job.stats_start_ns {
+                job.issued_bytes += e.len;
+                job.issued_ios += 1;
+                if job.outstanding < p.depth {
+                    job.low_depth[state::depth_level(job.outstanding)] += 1;
+                }
+            }
+            job.rate_ios += 1;
+            job.rate_bytes += e.len;
+        }
+        if let Some(log) = job.iolog.as_mut() {
+            log.push(iolog_entry(op, e.offset, e.len, t - job.start_ns));
+        }
+        let c = match self.dev.submit(t, &req) {
+            Ok(c) => c,
+            Err(err) => return Err(self.model_err(j, err)),
+        };
+        self.sim_ops += 1;
+        self.push(
+            c.done_ns.max(t),
+            j,
+            Event::Done {
+                dir,
+                len: e.len,
+                submit: t,
+            },
+        );
+        Ok(())
     }
 
     fn finish(&mut self, j: usize, t: u64) -> Result<(), SimError> {
@@ -425,6 +505,10 @@ impl<T: Target> Engine<'_, T> {
                 let p = &self.plan.jobs[j];
                 let job = &mut self.jobs[j];
                 job.outstanding -= 1;
+                if dir == FLUSH_DIR {
+                    // A replayed flush: in no direction's figures.
+                    return self.pump(j, t);
+                }
                 let d = dir as usize;
                 let lat = t - submit;
                 if t >= job.stats_start_ns {
@@ -467,6 +551,27 @@ impl<T: Target> Engine<'_, T> {
             }
             Event::Flushed => self.finish(j, t),
         }
+    }
+}
+
+/// The `dir` of a replayed flush's completion.
+const FLUSH_DIR: u8 = 3;
+
+/// A `write_iolog` entry.
+fn iolog_entry(op: Op, offset: u64, len: u64, since_start_ns: u64) -> vssd_trace::Io {
+    vssd_trace::Io {
+        t_ns: Some(since_start_ns),
+        op: match op {
+            Op::Read => vssd_trace::Op::Read,
+            Op::Write => vssd_trace::Op::Write,
+            Op::Trim => vssd_trace::Op::Discard,
+            Op::WriteZeroes { unmap } => vssd_trace::Op::WriteZeroes { unmap },
+            _ => vssd_trace::Op::Flush,
+        },
+        offset,
+        len,
+        file: 0,
+        fua: false,
     }
 }
 
@@ -760,6 +865,7 @@ pub fn run_plan<T: Target>(
                 per_job_logs: p.logs.per_job,
                 steadystate,
                 error: j.error,
+                iolog: p.write_iolog.clone().zip(j.iolog.take()),
             }
         })
         .collect();

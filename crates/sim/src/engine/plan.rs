@@ -3,11 +3,15 @@
 //! on; everything that changes lives in [`super::state`].
 
 use std::ops::Range;
+use std::sync::Arc;
 
 use vssd_model::Payload;
+use vssd_trace::{Format, Item, Op as TraceOp, Trace};
 
 use super::super::SimError;
-use super::super::jobfile::{Dir, JobSpec, RwKind, SizeSpec, SteadyState, check_instances};
+use super::super::jobfile::{
+    Dir, JobSpec, ReplayOptions, RwKind, SizeSpec, SteadyState, check_instances,
+};
 use vssd_common::rng::derive_seed;
 
 /// One job instance (a `numjobs` clone is an instance of its own), resolved.
@@ -105,6 +109,188 @@ pub struct JobPlan {
     pub keep_bw_series: bool,
     /// The job's random seed.
     pub seed: u64,
+    /// `read_iolog`: the requests to replay instead of generating them.
+    pub replay: Option<Arc<Replay>>,
+    /// `write_iolog`: record what was issued, to this file.
+    pub write_iolog: Option<String>,
+}
+
+/// What a replayed entry is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplayKind {
+    /// A read, write or trim (`Dir as u8`), or a WRITE ZEROES counted as a write.
+    Io(Dir),
+    /// WRITE ZEROES (counted as a write); `true`: deallocation allowed.
+    WriteZeroes(bool),
+    /// A flush (fio's `sync`): not counted in any direction.
+    Flush,
+    /// iolog v2's `wait`: nothing is issued before `delay_ns` after the job started.
+    Wait,
+}
+
+/// One entry of a replay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplayEntry {
+    /// Delay after the previous issue (for a `Wait`: time since the job started), ns.
+    pub delay_ns: u64,
+    /// Kind.
+    pub kind: ReplayKind,
+    /// First byte on the drive.
+    pub offset: u64,
+    /// Bytes.
+    pub len: u64,
+}
+
+/// A trace resolved for replay against this drive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replay {
+    /// The file it came from.
+    pub source: String,
+    /// Its format.
+    pub format: Format,
+    /// Entries in issue order.
+    pub entries: Vec<ReplayEntry>,
+    /// I/Os (entries other than waits).
+    pub ios: u64,
+    /// Bytes the I/Os move.
+    pub bytes: u64,
+}
+
+/// The directions present, as fio orders them.
+fn dirs_of(mask: u8) -> &'static [Dir] {
+    match mask & 7 {
+        0b001 => &[Dir::Read],
+        0b010 => &[Dir::Write],
+        0b100 => &[Dir::Trim],
+        0b011 => &[Dir::Read, Dir::Write],
+        0b101 => &[Dir::Read, Dir::Trim],
+        0b110 => &[Dir::Write, Dir::Trim],
+        0b111 => &[Dir::Read, Dir::Write, Dir::Trim],
+        _ => &[],
+    }
+}
+
+/// Resolve a loaded trace for replay with fio's semantics: the delay of an
+/// entry is its time minus the previous entry's, scaled by
+/// `replay_time_scale` (none with `replay_no_stall`; and, as fio does for
+/// iolog v3, none after an entry stamped 0); offsets are divided by
+/// `replay_scale`, then rounded down to `replay_align`. Every request must
+/// fit the drive.
+pub fn resolve_replay(
+    source: &str,
+    format: Format,
+    trace: &Trace,
+    opts: &ReplayOptions,
+    capacity: u64,
+) -> Result<Replay, String> {
+    if trace.files.len() > 1 && opts.redirect.is_none() {
+        return Err(format!(
+            "{source} holds requests to {} files or devices ({}); the simulator has one drive: set replay_redirect to replay them all on it",
+            trace.files.len(),
+            trace
+                .files
+                .iter()
+                .take(4)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    let mut entries = Vec::with_capacity(trace.items.len());
+    let mut prev_t: Option<u64> = None;
+    let (mut ios, mut bytes) = (0u64, 0u64);
+    let scale = |d: u64| -> u64 {
+        if opts.time_scale_pct == 100 {
+            d
+        } else {
+            (u128::from(d) * 100 / u128::from(opts.time_scale_pct)) as u64
+        }
+    };
+    for (i, item) in trace.items.iter().enumerate() {
+        let at = |msg: String| format!("{source}: request {}: {msg}", i + 1);
+        let io = match item {
+            Item::Wait { since_start_ns } => {
+                if !opts.no_stall {
+                    entries.push(ReplayEntry {
+                        delay_ns: scale(*since_start_ns),
+                        kind: ReplayKind::Wait,
+                        offset: 0,
+                        len: 0,
+                    });
+                }
+                continue;
+            }
+            Item::Io(io) => io,
+        };
+        let delay = match (io.t_ns, prev_t) {
+            (Some(t), Some(p)) if !opts.no_stall => {
+                let fio_zero = format == Format::IologV3 && p == 0;
+                if fio_zero {
+                    0
+                } else {
+                    scale(t.saturating_sub(p))
+                }
+            }
+            _ => 0,
+        };
+        if io.t_ns.is_some() {
+            prev_t = io.t_ns;
+        }
+        let (kind, skip_bit) = match io.op {
+            TraceOp::Read => (ReplayKind::Io(Dir::Read), 1u8 << Dir::Read as u8),
+            TraceOp::Write => (ReplayKind::Io(Dir::Write), 1 << Dir::Write as u8),
+            TraceOp::Discard => (ReplayKind::Io(Dir::Trim), 1 << Dir::Trim as u8),
+            TraceOp::WriteZeroes { unmap } => {
+                (ReplayKind::WriteZeroes(unmap), 1 << Dir::Write as u8)
+            }
+            TraceOp::Flush => (ReplayKind::Flush, 1 << 3),
+        };
+        if opts.skip & skip_bit != 0 {
+            continue;
+        }
+        let (offset, len) = if kind == ReplayKind::Flush {
+            (0, 0)
+        } else {
+            let mut o = io.offset / opts.scale;
+            if opts.align > 0 {
+                o &= !(opts.align - 1);
+            }
+            (o, io.len)
+        };
+        if kind != ReplayKind::Flush {
+            if len == 0 {
+                return Err(at("a read, write or trim of 0 bytes".into()));
+            }
+            if !offset.is_multiple_of(512) || !len.is_multiple_of(512) {
+                return Err(at(format!(
+                    "offset {offset} or length {len} is not a multiple of 512 (replay_align=512 aligns offsets)"
+                )));
+            }
+            if offset.checked_add(len).is_none_or(|e| e > capacity) {
+                return Err(at(format!(
+                    "{offset}+{len} is beyond the end of the drive ({capacity} bytes): use a larger --capacity, or replay_scale"
+                )));
+            }
+        }
+        ios += 1;
+        bytes += len;
+        entries.push(ReplayEntry {
+            delay_ns: delay,
+            kind,
+            offset,
+            len,
+        });
+    }
+    if ios == 0 {
+        return Err(format!("{source} has no request to replay"));
+    }
+    Ok(Replay {
+        source: source.to_string(),
+        format,
+        entries,
+        ios,
+        bytes,
+    })
 }
 
 /// Latency, IOPS and histogram logs of one instance (prefixes resolved).
@@ -199,6 +385,19 @@ pub fn resolve(jobs: &[JobSpec], capacity: u64, seed: u64) -> Result<Plan, SimEr
             out.push(resolve_one(spec, ji, clone, group, capacity, seed)?);
         }
     }
+    for (i, p) in out.iter().enumerate() {
+        if let Some(w) = &p.write_iolog
+            && out[..i].iter().any(|q| q.write_iolog.as_ref() == Some(w))
+        {
+            return Err(SimError::Job {
+                job: p.name.clone(),
+                origin: p.origin.clone(),
+                msg: format!(
+                    "write_iolog={w} is shared with another job instance (numjobs?); give each its own file"
+                ),
+            });
+        }
+    }
     let mut groups: Vec<Range<usize>> = Vec::new();
     for (i, p) in out.iter().enumerate() {
         if p.group == groups.len() {
@@ -261,6 +460,9 @@ fn resolve_one(
         origin: spec.origin.clone(),
         msg,
     };
+    if let Some(src) = &spec.read_iolog {
+        return resolve_replay_job(spec, ji, clone, group, capacity, seed, src);
+    }
     let dirs = spec.dirs();
     let min_bs = dirs
         .iter()
@@ -380,5 +582,69 @@ fn resolve_one(
         lat_percentiles: spec.lat_percentiles && !spec.disable_lat,
         keep_bw_series: spec.write_bw_log.is_some(),
         seed: job_seed,
+        replay: None,
+        write_iolog: spec.write_iolog.clone(),
     })
+}
+
+/// A `read_iolog` job: a plan whose I/O comes from the trace (fio ignores
+/// `rw`, `bs`, `size` and `offset` then; `iodepth`, `number_ios`,
+/// `runtime`, the rate limits and the logs apply).
+fn resolve_replay_job(
+    spec: &JobSpec,
+    ji: usize,
+    clone: u32,
+    group: usize,
+    capacity: u64,
+    seed: u64,
+    src: &str,
+) -> Result<JobPlan, SimError> {
+    let bad = |msg: String| SimError::Job {
+        job: spec.name.clone(),
+        origin: spec.origin.clone(),
+        msg,
+    };
+    // fio: `read_iolog=a:b` gives each numjobs clone its own file.
+    let parts: Vec<&str> = src.split(':').collect();
+    let src = parts[(clone as usize).min(parts.len() - 1)];
+    let (format, trace) =
+        vssd_trace::load(std::path::Path::new(src)).map_err(|e| bad(format!("read_iolog: {e}")))?;
+    let replay = resolve_replay(src, format, &trace, &spec.replay, capacity)
+        .map_err(|e| bad(format!("read_iolog: {e}")))?;
+    let mut mask = 0u8;
+    let mut bs = [0u64; 3];
+    for e in &replay.entries {
+        let d = match e.kind {
+            ReplayKind::Io(d) => d,
+            ReplayKind::WriteZeroes(_) => Dir::Write,
+            ReplayKind::Flush | ReplayKind::Wait => continue,
+        };
+        mask |= 1 << d as u8;
+        bs[d as usize] = bs[d as usize].max(e.len);
+    }
+    let mut plain = spec.clone();
+    plain.read_iolog = None;
+    plain.rw = RwKind::Read;
+    plain.bs = [512; 3];
+    plain.size = None;
+    plain.offset = SizeSpec::Bytes(0);
+    plain.offset_increment = SizeSpec::Bytes(0);
+    plain.io_size = None;
+    plain.time_based = spec.time_based;
+    let mut p = resolve_one(&plain, ji, clone, group, capacity, seed)?;
+    p.dirs = dirs_of(mask);
+    p.bs = bs;
+    p.random = false;
+    p.region_start = 0;
+    p.region_len = capacity;
+    p.io_limit = u64::MAX;
+    p.ios_limit = spec.number_ios.unwrap_or(u64::MAX).min(replay.ios);
+    p.rw = match mask & 3 {
+        0b01 => RwKind::Read,
+        0b10 => RwKind::Write,
+        0b11 => RwKind::ReadWrite,
+        _ => RwKind::Trim,
+    };
+    p.replay = Some(Arc::new(replay));
+    Ok(p)
 }

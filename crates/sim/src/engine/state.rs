@@ -59,6 +59,12 @@ pub(super) struct JobState {
     pub extra: Option<Box<Extra>>,
     /// Set when the job ends with an error (`max_latency`).
     pub error: Option<JobError>,
+    /// Replay: the next entry.
+    pub replay_pos: usize,
+    /// Replay: when the last I/O was issued (delays count from it).
+    pub replay_last_ns: u64,
+    /// `write_iolog`: the I/Os issued (time since the job started).
+    pub iolog: Option<Vec<vssd_trace::Io>>,
 }
 
 /// The optional per-completion work of a job.
@@ -148,6 +154,9 @@ impl JobState {
             ),
             extra: Extra::new(p),
             error: None,
+            replay_pos: 0,
+            replay_last_ns: 0,
+            iolog: p.write_iolog.as_ref().map(|_| Vec::new()),
         }
     }
 
@@ -177,7 +186,10 @@ impl JobState {
         !self.stop
             && t < self.deadline_ns
             && self.issued_ios < p.ios_limit
-            && (p.time_based || self.issued_bytes < p.io_limit)
+            && match &p.replay {
+                Some(r) => self.replay_pos < r.entries.len(),
+                None => p.time_based || self.issued_bytes < p.io_limit,
+            }
     }
 
     /// Fraction done at `t`, 0..=1, for the progress bar.

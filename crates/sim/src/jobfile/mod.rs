@@ -288,9 +288,47 @@ pub struct JobSpec {
     pub description: Option<String>,
     /// `continue_on_error` other than `none` (fio then reports `total_err`, `first_error`).
     pub continue_on_error: bool,
+    /// `read_iolog`: replay this trace instead of generating I/O (fio
+    /// iolog v2/v3, blktrace binary, or a vssd trace).
+    pub read_iolog: Option<String>,
+    /// `write_iolog`: record the I/O the job issued as a fio iolog v3.
+    pub write_iolog: Option<String>,
+    /// The `replay_*` options.
+    pub replay: ReplayOptions,
     /// The options of the job's own section as fio prints them in its JSON
     /// (`job options`): see [`printed_options`].
     pub options: Vec<(String, String)>,
+}
+
+/// fio's replay options (they apply with `read_iolog`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplayOptions {
+    /// `replay_no_stall`: issue as fast as `iodepth` allows, ignoring the
+    /// recorded times.
+    pub no_stall: bool,
+    /// `replay_time_scale`: percent; 200 replays twice as fast.
+    pub time_scale_pct: u64,
+    /// `replay_redirect`: every file of the log goes to this one.
+    pub redirect: Option<String>,
+    /// `replay_align`: offsets rounded down to a multiple of this (a power of two).
+    pub align: u64,
+    /// `replay_scale`: offsets divided by this.
+    pub scale: u64,
+    /// `replay_skip`: directions left out (bit per [`Dir`], bit 3: sync).
+    pub skip: u8,
+}
+
+impl Default for ReplayOptions {
+    fn default() -> Self {
+        ReplayOptions {
+            no_stall: false,
+            time_scale_pct: 100,
+            redirect: None,
+            align: 0,
+            scale: 1,
+            skip: 0,
+        }
+    }
 }
 
 /// Most job instances (jobs × `numjobs`) one invocation may run: fio's own
@@ -363,6 +401,9 @@ impl JobSpec {
             disable_lat: false,
             description: None,
             continue_on_error: false,
+            read_iolog: None,
+            write_iolog: None,
+            replay: ReplayOptions::default(),
             options: Vec::new(),
         }
     }

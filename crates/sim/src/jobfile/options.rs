@@ -1,6 +1,6 @@
 //! The option table: what each fio option means in the simulator.
 
-use super::{JobFileError, JobSpec, RwKind, SizeSpec, SsKind, SteadyState};
+use super::{Dir, JobFileError, JobSpec, RwKind, SizeSpec, SsKind, SteadyState};
 use vssd_model::Payload;
 use vssd_profile::size::{has_iec_unit, parse_size_fio};
 
@@ -571,6 +571,55 @@ pub fn apply(
             }
         }
         "description" => spec.description = Some(value.unwrap_or("").to_string()),
+        "read_iolog" => spec.read_iolog = Some(need()?.to_string()),
+        "write_iolog" => spec.write_iolog = Some(need()?.to_string()),
+        "replay_no_stall" => spec.replay.no_stall = flag()?,
+        "replay_time_scale" => {
+            let v = int()?;
+            if !(1..=1_000_000).contains(&v) {
+                return Err(e(format!(
+                    "{v}: a percentage from 1 to 1000000 (200 replays twice as fast)"
+                )));
+            }
+            spec.replay.time_scale_pct = v;
+        }
+        "replay_redirect" => spec.replay.redirect = Some(need()?.to_string()),
+        "replay_align" => {
+            let v = size()?;
+            if v != 0 && !v.is_power_of_two() {
+                return Err(e(format!("{v} is not a power of two")));
+            }
+            spec.replay.align = v;
+        }
+        "replay_scale" => {
+            let v = int()?;
+            if v == 0 {
+                return Err(e("must be at least 1".into()));
+            }
+            spec.replay.scale = v;
+        }
+        "replay_skip" => {
+            let mut m = 0u8;
+            for d in need()?.split(',') {
+                m |= match d.trim().to_ascii_lowercase().as_str() {
+                    "read" => 1 << Dir::Read as u8,
+                    "write" => 1 << Dir::Write as u8,
+                    "trim" => 1 << Dir::Trim as u8,
+                    "sync" => 1 << 3,
+                    o => {
+                        return Err(e(format!(
+                            "{o:?}: replay_skip takes read, write, trim, sync"
+                        )));
+                    }
+                };
+            }
+            spec.replay.skip = m;
+        }
+        "read_iolog_chunked" => {
+            // Reading the log in chunks saves fio memory; the whole log is
+            // read here either way.
+            flag()?;
+        }
         "continue_on_error" => {
             let v = need()?.to_ascii_lowercase();
             spec.continue_on_error = match v.as_str() {

@@ -273,6 +273,7 @@ impl BlkBackend {
         let mem = atomic.memory();
         let dev = &self.inner.device;
         let mut done = execute(dev, self.conn(), &mem, &self.inner.config.limits, job);
+        done.pending.set_queue(qi as u16);
         if self.memory_faulted() {
             done.pending.fail(Status::IoError);
         }
@@ -363,6 +364,7 @@ impl BlkBackend {
                     }
                 }
                 let mut done = execute(dev, self.conn(), mem, lim, job);
+                done.pending.set_queue(qi as u16);
                 if self.memory_faulted() {
                     done.pending.fail(Status::IoError);
                 }

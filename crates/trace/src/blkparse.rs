@@ -1,0 +1,264 @@
+//! blkparse's default text output (`blkparse -i TRACE`), one event per
+//! line:
+//!
+//! ```text
+//!   8,0    1        7     0.000120394  1234  Q  WS 2048 + 8 [fio]
+//! ```
+//!
+//! device (major,minor), CPU, sequence number, time (s.ns since the trace
+//! started), pid, action, RWBS, then `sector + sectors` (512-byte sectors)
+//! and the process. Only the chosen action becomes a request: `Q` (queued:
+//! what the file system asked for, what fio replays from a blktrace) or
+//! `D` (issued to the driver: what reached the drive, after merging and
+//! splitting). RWBS: `R` read, `W` write, `D` discard, a leading `F` a
+//! cache flush (alone: a flush request), a later `F` force unit access.
+//! Other actions, notes and the per-CPU summary at the end are skipped.
+
+use std::io::BufRead;
+
+use super::iolog::BoundedLines;
+use super::{Io, Item, Op, Trace, TraceError};
+
+/// Which event of a request's life to take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// `Q`: queued by the submitter.
+    Queue,
+    /// `D`: issued to the driver.
+    Dispatch,
+}
+
+impl Event {
+    fn action(self) -> &'static str {
+        match self {
+            Event::Queue => "Q",
+            Event::Dispatch => "D",
+        }
+    }
+}
+
+/// One parsed event line.
+struct Line<'a> {
+    dev: &'a str,
+    time_ns: u64,
+    action: &'a str,
+    rwbs: &'a str,
+    rest: Vec<&'a str>,
+}
+
+fn parse_time(s: &str) -> Option<u64> {
+    let (secs, frac) = s.split_once('.')?;
+    let secs: u64 = secs.parse().ok()?;
+    if frac.is_empty() || frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let frac_ns: u64 = format!("{frac:0<9}").parse().ok()?;
+    secs.checked_mul(1_000_000_000)?.checked_add(frac_ns)
+}
+
+fn parse_line(l: &str) -> Option<Line<'_>> {
+    let mut f = l.split_whitespace();
+    let dev = f.next()?;
+    let (maj, min) = dev.split_once(',')?;
+    if maj.parse::<u32>().is_err() || min.parse::<u32>().is_err() {
+        return None;
+    }
+    let _cpu: u32 = f.next()?.parse().ok()?;
+    let _seq: u64 = f.next()?.parse().ok()?;
+    let time_ns = parse_time(f.next()?)?;
+    let _pid: u64 = f.next()?.parse().ok()?;
+    let action = f.next()?;
+    let rwbs = f.next().unwrap_or("");
+    Some(Line {
+        dev,
+        time_ns,
+        action,
+        rwbs,
+        rest: f.collect(),
+    })
+}
+
+/// Whether a first line looks like blkparse's event output.
+pub fn looks_like(first: &str) -> bool {
+    parse_line(first).is_some()
+}
+
+/// Read blkparse text, taking the `event` lines as requests (`name`
+/// labels messages). Times are made relative to the first request.
+pub fn read(r: impl BufRead, name: &str, event: Event) -> Result<Trace, TraceError> {
+    let mut lines = BoundedLines::new(r, name);
+    let mut t = Trace::default();
+    let mut base: Option<u64> = None;
+    let mut last = 0u64;
+    let mut no = 0;
+    while let Some(l) = lines.next_line()? {
+        no += 1;
+        let at = || format!("{name}:{no}");
+        let trimmed = l.trim();
+        if trimmed.is_empty() {
+            continue;
+        }
+        let Some(e) = parse_line(&l) else {
+            // The summary blkparse prints after the events.
+            if trimmed.starts_with("CPU") || trimmed.starts_with("Total") {
+                break;
+            }
+            return Err(TraceError::bad(
+                at(),
+                "not a blkparse event line (DEV CPU SEQ TIME PID ACTION RWBS ...)",
+            ));
+        };
+        if e.action != event.action() {
+            continue;
+        }
+        if e.time_ns < last {
+            return Err(TraceError::bad(
+                at(),
+                format!(
+                    "time {:.9} s is before the previous event's {:.9} s: times go backwards",
+                    e.time_ns as f64 / 1e9,
+                    last as f64 / 1e9
+                ),
+            ));
+        }
+        last = e.time_ns;
+        let rwbs = e.rwbs;
+        let flush_first = rwbs.starts_with('F');
+        let body = rwbs.strip_prefix('F').unwrap_or(rwbs);
+        let kind = body.chars().next();
+        let fua = body.len() > 1 && body[1..].contains('F');
+        let sectors = || -> Result<(u64, u64), TraceError> {
+            match e.rest.as_slice() {
+                [sector, "+", n, ..] => {
+                    let s: u64 = sector
+                        .parse()
+                        .map_err(|_| TraceError::bad(at(), format!("bad sector `{sector}`")))?;
+                    let n: u64 = n
+                        .parse()
+                        .map_err(|_| TraceError::bad(at(), format!("bad sector count `{n}`")))?;
+                    let off = s
+                        .checked_mul(512)
+                        .ok_or_else(|| TraceError::bad(at(), "sector out of range"))?;
+                    let len = n
+                        .checked_mul(512)
+                        .filter(|l| off.checked_add(*l).is_some())
+                        .ok_or_else(|| TraceError::bad(at(), "sector count out of range"))?;
+                    Ok((off, len))
+                }
+                _ => Err(TraceError::bad(at(), "no `SECTOR + COUNT` after the RWBS")),
+            }
+        };
+        let has_sectors = matches!(e.rest.as_slice(), [_, "+", _, ..]);
+        let (op, offset, len) = match kind {
+            // `FN`, `FWS` with no sectors: a flush request.
+            _ if flush_first && !has_sectors => (Op::Flush, 0, 0),
+            Some('R') => {
+                let (o, l) = sectors()?;
+                (Op::Read, o, l)
+            }
+            Some('W') => {
+                let (o, l) = sectors()?;
+                (Op::Write, o, l)
+            }
+            Some('D') => {
+                let (o, l) = sectors()?;
+                (Op::Discard, o, l)
+            }
+            Some('N') => continue,
+            _ => {
+                return Err(TraceError::bad(
+                    at(),
+                    format!("RWBS `{rwbs}` names no request kind"),
+                ));
+            }
+        };
+        // A write with a leading F and sectors is a preflush + write.
+        if flush_first && op != Op::Flush {
+            let file = t.file_index(e.dev)?;
+            let b = *base.get_or_insert(e.time_ns);
+            t.push(Item::Io(Io {
+                t_ns: Some(e.time_ns - b),
+                op: Op::Flush,
+                offset: 0,
+                len: 0,
+                file,
+                fua: false,
+            }))?;
+        }
+        let file = t.file_index(e.dev)?;
+        let b = *base.get_or_insert(e.time_ns);
+        t.push(Item::Io(Io {
+            t_ns: Some(e.time_ns - b),
+            op,
+            offset,
+            len,
+            file,
+            fua,
+        }))?;
+    }
+    Ok(t)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    const SAMPLE: &str = "  8,16   1        1     0.000000000  4162  Q  WS 2048 + 8 [fio]
+  8,16   1        2     0.000001502  4162  G  WS 2048 + 8 [fio]
+  8,16   1        3     0.000004011  4162  D  WS 2048 + 8 [fio]
+  8,16   0        4     0.000200100     0  C  WS 2048 + 8 [0]
+  8,16   1        5     0.001000000  4162  Q   R 4096 + 256 [fio]
+  8,16   1        6     0.001500000  4162  Q   D 0 + 2048 [fstrim]
+  8,16   1        7     0.002000000  4162  Q FWS [kworker/1:1H]
+  8,16   1        8     0.002500000  4162  Q WFS 8 + 8 [jbd2/sdb-8]
+  8,16   1        0     0.003000000     0  m   N cfq4162 insert_request
+
+CPU0 (8,16):
+ Reads Queued:           0,        0KiB\t Writes Queued:           0,        0KiB
+";
+
+    #[test]
+    fn queue_events_become_requests() {
+        let t = read(std::io::Cursor::new(SAMPLE), "s", Event::Queue).unwrap();
+        assert_eq!(t.files, vec!["8,16"]);
+        let ios: Vec<_> = t.ios().copied().collect();
+        let shape: Vec<_> = ios
+            .iter()
+            .map(|i| (i.t_ns.unwrap(), i.op, i.offset, i.len, i.fua))
+            .collect();
+        assert_eq!(
+            shape,
+            vec![
+                (0, Op::Write, 2048 * 512, 4096, false),
+                (1_000_000, Op::Read, 4096 * 512, 256 * 512, false),
+                (1_500_000, Op::Discard, 0, 2048 * 512, false),
+                (2_000_000, Op::Flush, 0, 0, false),
+                (2_500_000, Op::Write, 8 * 512, 4096, true),
+            ]
+        );
+    }
+
+    #[test]
+    fn dispatch_events_are_another_choice() {
+        let t = read(std::io::Cursor::new(SAMPLE), "s", Event::Dispatch).unwrap();
+        assert_eq!(t.ios().count(), 1);
+    }
+
+    #[test]
+    fn hostile_text_gets_clear_errors() {
+        let e = |s: &str| {
+            read(std::io::Cursor::new(s.to_string()), "s", Event::Queue)
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(
+            e("  8,0 1 1 1.0 5 Q W 0 + 8 [x]\n  8,0 1 2 0.5 5 Q W 0 + 8 [x]\n")
+                .contains("s:2: time 0.500000000 s is before")
+        );
+        assert!(e("garbage\n").contains("s:1: not a blkparse event line"));
+        assert!(e("  8,0 1 1 1.0 5 Q W 0 8\n").contains("no `SECTOR + COUNT`"));
+        assert!(e("  8,0 1 1 1.0 5 Q W 99999999999999999999 + 8 [x]\n").contains("bad sector"));
+        assert!(e("  8,0 1 1 1.0 5 Q W 36028797018963967 + 8 [x]\n").contains("out of range"));
+    }
+}
