@@ -12,7 +12,9 @@
 #   QDS="1 32"  RWS="randread randwrite"  QUEUES=1
 #   MODES="default"   space-separated; each is a set of extra `vssd serve`
 #                     flags with commas for spaces, e.g.
-#                     MODES="default --spin-us,0 --realtime"
+#                     MODES="default --spin-us,0 --realtime"; @TRACE@
+#                     becomes a fresh trace file per point, e.g.
+#                     MODES="--realtime --realtime,--trace,@TRACE@"
 #   RUNTIME=5 SIZE=4G
 #   VSSD_BIN=path     the vssd binary (default: cargo build --release)
 set -euo pipefail
@@ -54,11 +56,13 @@ printf "%-14s %-22s %-9s %4s %9s | %8s %8s %8s %8s %9s | %8s %8s | %s\n" \
     profile mode rw qd IOPS "late p50" p90 p99 p99.9 max "mod p50" "del p50" "vssd CPU"
 for p in $PROFILES; do
     for mode in $MODES; do
-        flags=()
-        [[ "$mode" == default ]] || IFS=',' read -r -a flags <<<"$mode"
+        mflags=()
+        [[ "$mode" == default ]] || IFS=',' read -r -a mflags <<<"$mode"
         for rw in $RWS; do
             for qd in $QDS; do
-                rm -f "$WORK"/*.sock "$WORK"/*.ctl
+                flags=("${mflags[@]}")
+                rm -f "$WORK"/*.sock "$WORK"/*.ctl "$WORK"/trace
+                flags=("${flags[@]//@TRACE@/$WORK/trace}")
                 "$VSSD_BIN" serve --socket "$WORK/v.sock" --control "$WORK/v.ctl" --profile "$p" \
                     --capacity "$SIZE" --memory --queues "$QUEUES" "${flags[@]}" >"$WORK/serve.log" 2>&1 &
                 PID=$!

@@ -76,6 +76,10 @@ pub struct TraceStatus {
     pub limit: u64,
     /// Why the last trace ended, if it ended by itself (limit, write error).
     pub ended: Option<String>,
+    /// Drive time since the trace started, ns, when this status was taken
+    /// (0 when no trace is being taken): records' times are on this clock.
+    #[serde(default)]
+    pub now_ns: u64,
 }
 
 struct Shared {
@@ -200,14 +204,18 @@ impl Capture {
         lock(&self.last).clone()
     }
 
-    /// The current or last trace.
-    pub fn status(&self) -> TraceStatus {
+    /// The current or last trace, at daemon time `now_daemon_ns`.
+    pub fn status(&self, scale: TimeScale, now_daemon_ns: u64) -> TraceStatus {
         let act = lock(&self.active);
         match act.as_ref() {
             Some(a) => {
                 // Ended by itself (limit, write error): report it as ended.
                 let finished = a.thread.as_ref().is_some_and(|t| t.is_finished());
-                status_of(a, !finished, None)
+                let mut st = status_of(a, !finished, None);
+                st.now_ns = scale
+                    .to_model(now_daemon_ns)
+                    .saturating_sub(scale.to_model(a.start_daemon_ns));
+                st
             }
             None => lock(&self.last).clone(),
         }
@@ -264,6 +272,7 @@ fn status_of(a: &Active, active: bool, ended: Option<String>) -> TraceStatus {
         bytes: a.shared.bytes.load(Relaxed),
         limit: a.limit,
         ended,
+        now_ns: 0,
     }
 }
 

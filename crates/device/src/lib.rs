@@ -682,7 +682,7 @@ impl Device {
 
     /// The current or last trace.
     pub fn trace_status(&self) -> capture::TraceStatus {
-        self.stats.capture.status()
+        self.stats.capture.status(self.scale, self.now_ns())
     }
 
     /// TRIM log records after sequence number `after` (at most `max`), and

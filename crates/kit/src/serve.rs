@@ -165,6 +165,14 @@ impl ServeProcess {
         Ok(vssd_ctl::stats(&self.control)?)
     }
 
+    /// Drive time since the daemon's trace started, ns (the clock of its
+    /// records); `None` if no trace is being taken.
+    pub fn trace_now_ns(&self) -> Result<Option<u64>, ServeProcessError> {
+        let v = vssd_ctl::request(&self.control, &CtlRequest::TraceStatus)?;
+        let active = v["active"].as_bool().unwrap_or(false);
+        Ok(active.then(|| v["now_ns"].as_u64().unwrap_or(0)))
+    }
+
     /// Back to a fresh drive.
     pub fn secure_erase(&self) -> Result<(), ServeProcessError> {
         vssd_ctl::request(&self.control, &CtlRequest::SecureErase)?;

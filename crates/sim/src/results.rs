@@ -101,6 +101,9 @@ pub struct JobReport {
     pub logs: Vec<LogText>,
     /// `write_iolog`: the file and the I/Os issued (times since the job's start).
     pub iolog: Option<(String, Vec<vssd_trace::Io>)>,
+    /// A replay asked for them: each replayed I/O's issue and completion
+    /// times (virtual ns), in replay order.
+    pub completions: Vec<(u64, u64)>,
     /// `log_offset`: logs carry an offset column.
     pub log_offset: bool,
     /// `per_job_logs`: log file names carry the instance number.

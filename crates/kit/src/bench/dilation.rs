@@ -437,6 +437,7 @@ mod tests {
             trim: None,
             counters_before: None,
             counters_after: None,
+            trace_ns: None,
         }
     }
 

@@ -186,6 +186,8 @@ struct Snap {
     /// Sum of modelled latencies of completed requests, ns.
     modelled_ns: f64,
     at: Instant,
+    /// The daemon's trace clock.
+    trace_ns: Option<u64>,
 }
 
 fn snap(serve: &ServeProcess) -> Result<Snap, BenchError> {
@@ -199,6 +201,7 @@ fn snap(serve: &ServeProcess) -> Result<Snap, BenchError> {
             .sum(),
         counters: r.counters,
         at: Instant::now(),
+        trace_ns: serve.trace_now_ns()?,
     })
 }
 
@@ -226,6 +229,9 @@ fn env(accel: Option<String>) -> Environment {
     }
 }
 
+/// The daemon's trace of a guest run, in the run's directory.
+pub const TRACE_FILE: &str = "run.vssdtrace";
+
 /// Run `sc` in guests. Partial results are returned with `incomplete`
 /// set when the run stops early (Ctrl-C, a failing phase).
 pub fn run(
@@ -247,6 +253,8 @@ pub fn run(
         "--realtime".to_string(),
         "--time-scale".to_string(),
         o.time_scale.to_string(),
+        "--trace".to_string(),
+        o.dir.join(TRACE_FILE).display().to_string(),
     ];
     let serve = ServeProcess::start(&o.exe, &o.dir, sc.bus, 2, &args)?;
     let start = Instant::now();
@@ -310,6 +318,7 @@ pub fn run(
         trim: None,
         counters_before: None,
         counters_after: None,
+        trace_ns: None,
     };
     'segments: for seg in sc.segments() {
         if o.cancel.load(Ordering::SeqCst) {
@@ -472,6 +481,7 @@ pub fn run(
             last_end = Some(e.at);
             r.counters_before = Some(b.counters.clone());
             r.counters_after = Some(e.counters.clone());
+            r.trace_ns = b.trace_ns.zip(e.trace_ns).map(|(x, y)| [x, y]);
             match &sc.phases[i].kind {
                 PhaseKind::Fio { .. } => {
                     if let Some(j) = out.get(&format!("/tmp/fio{i}.json")) {

@@ -156,6 +156,11 @@ pub struct RunArgs {
     /// the expectations read, and picks K if it does not.
     #[arg(long, value_name = "auto|K", default_value = "auto")]
     pub time_scale: dilation::TimeScaleArg,
+    /// Keep the daemon's trace of the guest run (every request the drive
+    /// received) beside results.json, as trace.vssdtrace (`vssd trace
+    /// info`, `vssd trace convert`, `vssd sim` with `read_iolog=`).
+    #[arg(long)]
+    pub trace: bool,
 }
 
 /// This host's name.
@@ -248,9 +253,60 @@ pub fn compare_runs(guest: &BenchResults, sim: &BenchResults, tol: f64) -> Vec<P
                 within: diff.abs() <= tol,
                 guest_bound,
                 after_guest_bound: false,
+                replayed: false,
             })
         })
         .collect()
+}
+
+/// Without a trace: fio phases the guest could not issue at the drive's
+/// pace are simulated again at the guest's average rate, so that the
+/// drive gets the same idle time within them; those and the phases after
+/// them are reported, not counted.
+fn pace_guest_bound(
+    sc: &Scenario,
+    seed: u64,
+    g: &BenchResults,
+    replay: &mut simrun::Replay,
+    s: &mut BenchResults,
+    mut cmp: Vec<PhaseComparison>,
+    progress: &Progress,
+) -> Result<Vec<PhaseComparison>, BenchError> {
+    // fio phases the guest could not issue at the drive's pace:
+    // replay the guest's pace, so that the drive gets the same idle
+    // time within them and reaches the same state after them.
+    replay.pacing = g
+        .phases
+        .iter()
+        .map(|p| {
+            let slow = cmp.iter().any(|c| c.phase == p.name && c.guest_bound);
+            (slow && p.kind == "fio").then(|| {
+                p.metrics.get("write_iops").copied().unwrap_or(0.0)
+                    + p.metrics.get("read_iops").copied().unwrap_or(0.0)
+            })
+        })
+        .collect();
+    if replay.pacing.iter().any(Option::is_some) {
+        progress.say("and once more at the guest's pace where the guest could not keep up");
+        *s = simrun::run(sc, seed, Some(replay), &mut |_, _| {})?;
+        cmp = compare_runs(g, s, sc.tolerance);
+        let paced = |name: &str| {
+            g.phases
+                .iter()
+                .position(|p| p.name == name)
+                .and_then(|i| replay.pacing.get(i).copied().flatten())
+                .is_some()
+        };
+        let mut previous_paced = false;
+        for c in &mut cmp {
+            if paced(&c.phase) {
+                c.guest_bound = true;
+            }
+            c.after_guest_bound = previous_paced;
+            previous_paced = paced(&c.phase);
+        }
+    }
+    Ok(cmp)
 }
 
 /// Evaluate the scenario's `expect` phases on `r`. An assertion that
@@ -410,8 +466,13 @@ fn summary(r: &BenchResults) -> String {
     if !r.comparison.is_empty() {
         let _ = writeln!(
             o,
-            "\nguest vs simulator (tolerance {:.0} %):",
-            r.tolerance * 100.0
+            "\nguest vs simulator (tolerance {:.0} %{}):",
+            r.tolerance * 100.0,
+            if r.comparison.iter().any(|c| c.replayed) {
+                "; the simulator replayed the daemon's trace of each phase"
+            } else {
+                ""
+            }
         );
         for c in &r.comparison {
             let _ = writeln!(
@@ -570,43 +631,59 @@ fn run_cmd(a: RunArgs) -> Result<(), BenchError> {
         };
         let mut g = guestrun::run(&sc, &opts, &progress)?;
         g.time_scale_reason = time_scale_reason;
+        let trace_path = opts.dir.join(guestrun::TRACE_FILE);
+        if a.trace {
+            let keep = a.out.join("trace.vssdtrace");
+            std::fs::create_dir_all(&a.out)
+                .and_then(|()| std::fs::copy(&trace_path, &keep))
+                .map_err(|e| BenchError::Io(format!("{}: {e}", keep.display())))?;
+        }
         if g.incomplete.is_none() {
             progress.say("simulating again with the guest's idle gaps between phases and bursts");
             let mut replay = simrun::Replay::of(&g);
             let mut s = simrun::run(&sc, a.seed, Some(&replay), &mut |_, _| {})?;
             let mut cmp = compare_runs(&g, &s, sc.tolerance);
-            // fio phases the guest could not issue at the drive's pace:
-            // replay the guest's pace, so that the drive gets the same idle
-            // time within them and reaches the same state after them.
-            replay.pacing = g
-                .phases
-                .iter()
-                .map(|p| {
-                    let slow = cmp.iter().any(|c| c.phase == p.name && c.guest_bound);
-                    (slow && p.kind == "fio").then(|| {
-                        p.metrics.get("write_iops").copied().unwrap_or(0.0)
-                            + p.metrics.get("read_iops").copied().unwrap_or(0.0)
-                    })
-                })
-                .collect();
-            if replay.pacing.iter().any(Option::is_some) {
-                progress.say("and once more at the guest's pace where the guest could not keep up");
-                s = simrun::run(&sc, a.seed, Some(&replay), &mut |_, _| {})?;
-                cmp = compare_runs(&g, &s, sc.tolerance);
-                let paced = |name: &str| {
-                    g.phases
+            let traced = vssd_trace::open(&trace_path)
+                .and_then(|r| vssd_trace::vssd::read(r, &trace_path.display().to_string()));
+            match traced {
+                Ok(f) if f.header.dropped == 0 && g.phases.iter().any(|p| p.trace_ns.is_some()) => {
+                    // Every fio, surface and trim phase replayed request by
+                    // request from the daemon's trace: the comparison no
+                    // longer depends on whether the guest kept up. Whether
+                    // it did (for the expectations) comes from the run at
+                    // the drive's own pace above.
+                    progress
+                        .say("and replaying the daemon's trace of the guest run, phase by phase");
+                    let bound: Vec<String> = cmp
                         .iter()
-                        .position(|p| p.name == name)
-                        .and_then(|i| replay.pacing.get(i).copied().flatten())
-                        .is_some()
-                };
-                let mut previous_paced = false;
-                for c in &mut cmp {
-                    if paced(&c.phase) {
-                        c.guest_bound = true;
+                        .filter(|c| c.guest_bound)
+                        .map(|c| c.phase.clone())
+                        .collect();
+                    let traced = replay.clone().with_trace(&g, &f);
+                    s = simrun::run(&sc, a.seed, Some(&traced), &mut |_, _| {})?;
+                    cmp = compare_runs(&g, &s, sc.tolerance);
+                    for c in &mut cmp {
+                        c.guest_bound = bound.contains(&c.phase);
+                        c.replayed = g
+                            .phases
+                            .iter()
+                            .position(|p| p.name == c.phase)
+                            .and_then(|i| traced.trace.get(i))
+                            .is_some_and(Option::is_some);
                     }
-                    c.after_guest_bound = previous_paced;
-                    previous_paced = paced(&c.phase);
+                }
+                other => {
+                    let why = match other {
+                        Ok(f) if f.header.dropped > 0 => {
+                            format!("{} requests were not recorded", f.header.dropped)
+                        }
+                        Ok(_) => "no phase has a trace window".to_string(),
+                        Err(e) => e.to_string(),
+                    };
+                    progress.say(&format!(
+                        "the daemon's trace cannot be replayed ({why}): comparing at the guest's average pace"
+                    ));
+                    cmp = pace_guest_bound(&sc, a.seed, &g, &mut replay, &mut s, cmp, &progress)?;
                 }
             }
             g.comparison = cmp;

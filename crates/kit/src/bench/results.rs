@@ -120,6 +120,11 @@ pub struct PhaseResult {
     pub counters_before: Option<Counters>,
     /// At the end.
     pub counters_after: Option<Counters>,
+    /// Guest runs: when the phase began and ended on the daemon's trace
+    /// clock (drive-time ns since the trace started), so the simulator can
+    /// replay the phase's requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_ns: Option<[u64; 2]>,
 }
 
 /// The drive, sampled about once a second during a run.
@@ -220,19 +225,26 @@ pub struct PhaseComparison {
     /// against the tolerance.
     #[serde(default)]
     pub after_guest_bound: bool,
+    /// The simulator replayed the daemon's trace of this phase request by
+    /// request (arrival times, sizes, offsets): the drive got what the
+    /// guest sent, bursts and stalls included, so the comparison counts
+    /// whether or not the guest kept the drive busy.
+    #[serde(default)]
+    pub replayed: bool,
 }
 
 impl PhaseComparison {
-    /// Counted against the tolerance: neither guest-bound nor starting
-    /// from a guest-bound phase's state.
+    /// Counted against the tolerance: replayed request by request, or
+    /// neither guest-bound nor starting from a guest-bound phase's state.
     pub fn counted(&self) -> bool {
-        !self.guest_bound && !self.after_guest_bound
+        self.replayed || (!self.guest_bound && !self.after_guest_bound)
     }
 
     /// A word for the verdict: within, outside, guest-bound, after guest-bound.
     pub fn verdict(&self) -> &'static str {
         match (self.within, self.guest_bound, self.after_guest_bound) {
             (true, _, _) => "within",
+            (false, _, _) if self.replayed => "outside",
             (false, true, _) => "guest-bound",
             (false, false, true) => "after guest-bound",
             (false, false, false) => "outside",

@@ -14,6 +14,7 @@ use vssd_device::TrimOutcome;
 use vssd_device::report::TrimReport;
 use vssd_model::{Op, Payload, PreconditionRun, Request};
 use vssd_sim::Simulation;
+use vssd_trace::vssd as vt;
 
 /// Largest TRIM range the guest's block layer sends on `bus`: ATA ranges
 /// hold 65535 sectors (QEMU passes each range on), virtio-blk's limit is
@@ -76,6 +77,57 @@ pub struct Replay {
     /// the start of the phase: the program's start-up, then the time
     /// between bursts); the simulator starts none earlier.
     pub bursts: Vec<Option<Vec<f64>>>,
+    /// The daemon's trace of each phase (fio, surface and trim phases of a
+    /// traced guest run): the simulator replays these requests at their
+    /// recorded times instead of running the phase's own jobs.
+    pub trace: Vec<Option<PhaseTrace>>,
+}
+
+/// One phase of a guest run as the daemon recorded it.
+#[derive(Debug, Clone, Default)]
+pub struct PhaseTrace {
+    /// The phase's requests, arrival times from the phase's start (drive
+    /// time), in arrival order.
+    pub records: Vec<vt::Record>,
+    /// The phase's length on the trace clock, ns.
+    pub window_ns: u64,
+    /// The guest's surface measurement (surface phases): its positions
+    /// group the replayed requests into bursts.
+    pub surface: Option<super::results::Surface>,
+}
+
+impl Replay {
+    /// Add the trace of guest run `g` (read from `file`): every fio,
+    /// surface and trim phase with a trace window gets its requests.
+    pub fn with_trace(mut self, g: &BenchResults, file: &vt::File) -> Replay {
+        self.trace = g
+            .phases
+            .iter()
+            .map(|p| {
+                let [b, e] = p.trace_ns?;
+                if !matches!(p.kind.as_str(), "fio" | "surface" | "trim") || e < b {
+                    return None;
+                }
+                let lo = file.records.partition_point(|r| r.arrival_ns < b);
+                let hi = file.records.partition_point(|r| r.arrival_ns < e);
+                let records = file.records[lo..hi]
+                    .iter()
+                    .map(|r| vt::Record {
+                        arrival_ns: r.arrival_ns - b,
+                        due_ns: r.due_ns.saturating_sub(b),
+                        delivered_ns: r.delivered_ns.saturating_sub(b),
+                        ..*r
+                    })
+                    .collect();
+                Some(PhaseTrace {
+                    records,
+                    window_ns: e - b,
+                    surface: p.surface.clone(),
+                })
+            })
+            .collect();
+        self
+    }
 }
 
 impl Replay {
@@ -84,6 +136,7 @@ impl Replay {
         Replay {
             gaps: g.phases.iter().map(|p| p.gap_before_s).collect(),
             pacing: Vec::new(),
+            trace: Vec::new(),
             bursts: g
                 .phases
                 .iter()
@@ -140,10 +193,20 @@ pub fn run(
             trim: None,
             counters_before: Some(before.clone()),
             counters_after: None,
+            trace_ns: None,
         };
         let model_err =
             |e: vssd_model::ModelError| BenchError::Sim(format!("phase {}: {e}", p.name));
+        let traced = replay.and_then(|r| r.trace.get(i)).and_then(Option::as_ref);
+        if let Some(pt) = traced {
+            replay_phase(&mut sim, sc, &p.name, &p.kind, pt, &mut r)?;
+            for (t, c) in sim.take_samples() {
+                samples.push(sample(i, (t - start) as f64 / 1e9, &prev, &c));
+                prev = c;
+            }
+        }
         match &p.kind {
+            _ if traced.is_some() => {}
             PhaseKind::SecureErase => sim.ssd_mut().secure_erase(),
             PhaseKind::Precondition { steps } => {
                 let steps = vssd_ctl::protocol::model_steps(steps, sc.capacity)
@@ -329,6 +392,170 @@ pub fn run(
         time_scale: 1.0,
         time_scale_reason: None,
     })
+}
+
+/// Replay phase `name` from the daemon's trace: the recorded requests at
+/// their recorded times (open loop; at most as many in flight as the
+/// guest had), then idle to the end of the phase's window. The phase's
+/// figures come from the replayed completions, computed as the guest's
+/// tools compute theirs.
+fn replay_phase(
+    sim: &mut Simulation,
+    sc: &Scenario,
+    name: &str,
+    kind: &PhaseKind,
+    pt: &PhaseTrace,
+    r: &mut PhaseResult,
+) -> Result<(), BenchError> {
+    let err = |e: String| BenchError::Sim(format!("phase {name}: replaying the trace: {e}"));
+    let t0 = sim.now_ns();
+    r.metrics
+        .insert("replayed_requests".into(), pt.records.len() as f64);
+    if matches!(kind, PhaseKind::Trim { .. }) {
+        // The guest's discards, one after another at their arrival times.
+        let mut audit = TrimReport::default();
+        let mut outcome = TrimOutcome::default();
+        let mut now = t0;
+        for rec in &pt.records {
+            let Some(io) = rec.io() else { continue };
+            let op = match io.op {
+                vssd_trace::Op::Discard => Op::Trim,
+                vssd_trace::Op::WriteZeroes { unmap } => Op::WriteZeroes { unmap },
+                _ => continue,
+            };
+            now = now.max(t0 + rec.arrival_ns);
+            if op == Op::Trim || op == (Op::WriteZeroes { unmap: true }) {
+                outcome.add_range(sim.ssd(), io.offset, io.len);
+            }
+            match op {
+                Op::Trim => audit.discard_cmds += 1,
+                _ => audit.write_zeroes_cmds += 1,
+            }
+            audit.requested_bytes += io.len;
+            let c = sim
+                .ssd_mut()
+                .submit(
+                    now,
+                    &Request {
+                        op,
+                        offset: io.offset,
+                        len: io.len,
+                        payload: Payload::Unknown,
+                    },
+                )
+                .map_err(|e| err(e.to_string()))?;
+            now = now.max(c.done_ns);
+        }
+        audit.freed_bytes = outcome.freed_bytes;
+        audit.already_unmapped_bytes = outcome.already_unmapped_bytes;
+        sim.idle(now.saturating_sub(sim.now_ns()));
+        r.metrics
+            .insert("trim_bytes".into(), audit.requested_bytes as f64);
+        r.metrics
+            .insert("freed_bytes".into(), audit.freed_bytes as f64);
+        r.metrics.insert(
+            "trim_cmds".into(),
+            (audit.discard_cmds + audit.write_zeroes_cmds) as f64,
+        );
+        r.trim = Some(audit);
+    } else {
+        let trace = vssd_trace::Trace {
+            files: vec!["vssd".into()],
+            items: pt
+                .records
+                .iter()
+                .filter_map(vt::Record::io)
+                .map(vssd_trace::Item::Io)
+                .collect(),
+        };
+        if trace.items.is_empty() {
+            return Err(err("the trace holds no request of this phase".into()));
+        }
+        let lead = trace.ios().next().and_then(|i| i.t_ns).unwrap_or(0);
+        let resolved = vssd_sim::engine::resolve_replay(
+            name,
+            vssd_trace::Format::Vssd,
+            &trace,
+            &Default::default(),
+            sc.capacity,
+        )
+        .map_err(err)?;
+        let entries = resolved.entries.clone();
+        let depth = max_in_flight(&pt.records).max(1);
+        sim.idle(lead);
+        let report = sim
+            .run_replay(name, resolved, depth)
+            .map_err(|e| err(e.to_string()))?;
+        let done = report
+            .jobs
+            .first()
+            .map(|j| j.completions.as_slice())
+            .unwrap_or(&[]);
+        let v: serde_json::Value =
+            serde_json::from_str(&vssd_sim::report::json(&report)).unwrap_or_default();
+        match kind {
+            PhaseKind::Surface { .. } => {
+                let Some(mut s) = pt.surface.clone() else {
+                    return Err(err("the guest's surface measurement is missing".into()));
+                };
+                let mut busy_ns = 0.0;
+                let mut in_drive_ns = 0.0;
+                for q in &mut s.points {
+                    let (lo, hi) = (q.offset, q.offset + s.burst);
+                    let mut first = u64::MAX;
+                    let mut last = 0;
+                    let mut bytes = 0;
+                    for (e, &(issue, end)) in entries.iter().zip(done) {
+                        if e.len > 0 && e.offset >= lo && e.offset < hi {
+                            first = first.min(issue);
+                            last = last.max(end);
+                            bytes += e.len;
+                            in_drive_ns += (end - issue) as f64;
+                        }
+                    }
+                    q.bytes_s = if last > first {
+                        busy_ns += (last - first) as f64;
+                        bytes as f64 / ((last - first) as f64 / 1e9)
+                    } else {
+                        0.0
+                    };
+                }
+                metrics::surface(&s, &mut r.metrics);
+                if busy_ns > 0.0 {
+                    r.metrics.insert("drive_qd".into(), in_drive_ns / busy_ns);
+                }
+                r.surface = Some(s);
+            }
+            _ => {
+                metrics::fio(&v, &mut r.metrics);
+                r.metrics
+                    .insert("drive_qd".into(), metrics::fio_queue_depth(&v));
+                r.series = Some(series_of(&report));
+                r.fio = Some(v);
+            }
+        }
+    }
+    // The rest of the phase's window: the guest's tool ending, idle.
+    let spent = sim.now_ns() - t0;
+    if pt.window_ns > spent {
+        sim.idle(pt.window_ns - spent);
+    }
+    Ok(())
+}
+
+/// Most requests in flight at once in `records` (arrival to delivery).
+fn max_in_flight(records: &[vt::Record]) -> u32 {
+    let mut ends: std::collections::BinaryHeap<std::cmp::Reverse<u64>> =
+        std::collections::BinaryHeap::new();
+    let mut most = 0;
+    for r in records {
+        while ends.peek().is_some_and(|e| e.0 <= r.arrival_ns) {
+            ends.pop();
+        }
+        ends.push(std::cmp::Reverse(r.delivered_ns));
+        most = most.max(ends.len());
+    }
+    most as u32
 }
 
 fn series_of(report: &vssd_sim::RunReport) -> super::results::Series {

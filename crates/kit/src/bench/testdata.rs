@@ -133,6 +133,7 @@ impl Run {
             trim: None,
             counters_before: Some(before),
             counters_after: Some(self.c.clone()),
+            trace_ns: None,
         };
         fill(&mut p);
         // The drive's figures over the phase, as the runner records them.
@@ -392,6 +393,7 @@ pub(crate) fn trim_recovery() -> BenchResults {
             within: difference.abs() <= guest.tolerance,
             guest_bound: false,
             after_guest_bound: false,
+            replayed: false,
         });
     }
     guest.sim = Some(Box::new(sim));

@@ -442,6 +442,9 @@ impl<T: Target> Engine<'_, T> {
             Ok(c) => c,
             Err(err) => return Err(self.model_err(j, err)),
         };
+        if p.record_completions {
+            self.jobs[j].completions.push((t, c.done_ns.max(t)));
+        }
         self.sim_ops += 1;
         self.push(
             c.done_ns.max(t),
@@ -723,6 +726,52 @@ impl Simulation {
         Ok(r)
     }
 
+    /// Replay `replay` as one job named `name` with at most `depth` I/Os in
+    /// flight, from the current virtual time, keeping each I/O's issue and
+    /// completion times in the job's report (`completions`).
+    pub fn run_replay(
+        &mut self,
+        name: &str,
+        replay: Replay,
+        depth: u32,
+    ) -> Result<RunReport, SimError> {
+        let start = self.now_ns;
+        let capacity = self.ssd.capacity();
+        let mut spec = JobSpec::new(name, "replay");
+        spec.iodepth = depth.max(1);
+        let mut p = plan::replay_job_plan(&spec, 0, 0, 0, capacity, self.seed, replay)?;
+        p.record_completions = true;
+        p.keep_bw_series = true;
+        let plan = Plan {
+            jobs: vec![p],
+            groups: std::iter::once(0..1).collect(),
+        };
+        self.skip_samples_to_now();
+        let (reports, sim_ops, end) = match &mut self.sampling {
+            None => run_plan(&mut self.ssd, &plan, start, &mut |_| {})?,
+            Some(s) => {
+                let mut dev = Sampled {
+                    ssd: &mut self.ssd,
+                    s,
+                };
+                run_plan(&mut dev, &plan, start, &mut |_| {})?
+            }
+        };
+        self.now_ns = end;
+        Ok(RunReport {
+            profile: self.ssd.profile().name.clone(),
+            capacity,
+            seed: self.seed,
+            jobs: reports,
+            counters: self.ssd.counters(),
+            sim_ops,
+            start_ns: start,
+            end_ns: end,
+            global_options: Vec::new(),
+            epoch_s: self.epoch_s,
+        })
+    }
+
     /// Set the Unix time (s) that virtual time 0 stands for, for the
     /// JSON's `time` and `timestamp` (default 0: 1970-01-01 00:00:00 UTC).
     pub fn set_epoch(&mut self, unix_s: u64) {
@@ -866,6 +915,7 @@ pub fn run_plan<T: Target>(
                 steadystate,
                 error: j.error,
                 iolog: p.write_iolog.clone().zip(j.iolog.take()),
+                completions: std::mem::take(&mut j.completions),
             }
         })
         .collect();

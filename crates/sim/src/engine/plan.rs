@@ -113,6 +113,8 @@ pub struct JobPlan {
     pub replay: Option<Arc<Replay>>,
     /// `write_iolog`: record what was issued, to this file.
     pub write_iolog: Option<String>,
+    /// Keep every replayed I/O's (issue, completion) times in the report.
+    pub record_completions: bool,
 }
 
 /// What a replayed entry is.
@@ -584,6 +586,7 @@ fn resolve_one(
         seed: job_seed,
         replay: None,
         write_iolog: spec.write_iolog.clone(),
+        record_completions: false,
     })
 }
 
@@ -611,6 +614,21 @@ fn resolve_replay_job(
         vssd_trace::load(std::path::Path::new(src)).map_err(|e| bad(format!("read_iolog: {e}")))?;
     let replay = resolve_replay(src, format, &trace, &spec.replay, capacity)
         .map_err(|e| bad(format!("read_iolog: {e}")))?;
+    replay_job_plan(spec, ji, clone, group, capacity, seed, replay)
+}
+
+/// The plan of a job that replays `replay` (its I/O, directions and block
+/// sizes from the replay; `iodepth`, `number_ios`, `runtime`, the rate
+/// limits and the logs from `spec`).
+pub fn replay_job_plan(
+    spec: &JobSpec,
+    ji: usize,
+    clone: u32,
+    group: usize,
+    capacity: u64,
+    seed: u64,
+    replay: Replay,
+) -> Result<JobPlan, SimError> {
     let mut mask = 0u8;
     let mut bs = [0u64; 3];
     for e in &replay.entries {

@@ -65,6 +65,8 @@ pub(super) struct JobState {
     pub replay_last_ns: u64,
     /// `write_iolog`: the I/Os issued (time since the job started).
     pub iolog: Option<Vec<vssd_trace::Io>>,
+    /// Replayed I/Os' (issue, completion) times, if asked for.
+    pub completions: Vec<(u64, u64)>,
 }
 
 /// The optional per-completion work of a job.
@@ -157,6 +159,7 @@ impl JobState {
             replay_pos: 0,
             replay_last_ns: 0,
             iolog: p.write_iolog.as_ref().map(|_| Vec::new()),
+            completions: Vec::new(),
         }
     }
 

@@ -453,7 +453,15 @@ pub(super) fn document(r: &BenchResults, charts: &[Chart]) -> Vec<Block> {
                     )),
                 ]));
             }
-            if comparisons(r).iter().any(|c| c.guest_bound) {
+            if comparisons(r).iter().any(|c| c.replayed) {
+                d.push(Block::Para(vec![
+                    Span::Strong("replayed:".into()),
+                    text(
+                        " the simulator replayed the daemon's trace of each fio, surface and TRIM                          phase request by request (arrival times, offsets, sizes, at most as many                          in flight as the guest had), so its drive got exactly what the guest sent,                          bursts and stalls included; every such phase counts against the tolerance.",
+                    ),
+                ]));
+            }
+            if comparisons(r).iter().any(|c| c.guest_bound && !c.replayed) {
                 d.push(Block::Para(vec![
                     Span::Strong("guest-bound:".into()),
                     text(

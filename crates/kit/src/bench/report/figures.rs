@@ -260,6 +260,7 @@ pub(crate) fn comparisons(r: &BenchResults) -> Vec<PhaseComparison> {
                     within: difference.abs() <= r.tolerance,
                     guest_bound: false,
                     after_guest_bound: false,
+                    replayed: false,
                 });
             }
         }
