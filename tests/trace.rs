@@ -29,6 +29,18 @@ fn vssd_ok(args: &[&str]) -> String {
     out
 }
 
+/// `vssd sim` of a job file on a 64 MiB `sata-mlc-2011`.
+fn sim_64m(job: &Path) -> (bool, String, String) {
+    vssd(&[
+        "sim",
+        "--profile",
+        "sata-mlc-2011",
+        "--capacity",
+        "64M",
+        job.to_str().unwrap(),
+    ])
+}
+
 fn read_trace(p: &Path) -> vt::File {
     vt::read(
         std::io::BufReader::new(std::fs::File::open(p).unwrap()),
@@ -530,14 +542,7 @@ fn hostile_trace_files_get_clear_errors() {
         // The simulator's read_iolog says the same, naming the job.
         let job = dir.path().join("j.fio");
         std::fs::write(&job, format!("[r]\nread_iolog={}\n", path.display())).unwrap();
-        let (ok, _, err) = vssd(&[
-            "sim",
-            "--profile",
-            "sata-mlc-2011",
-            "--capacity",
-            "64M",
-            job.to_str().unwrap(),
-        ]);
+        let (ok, _, err) = sim_64m(&job);
         assert!(
             !ok && err.contains("job [r]") && err.contains(want),
             "sim {}: {err}",
@@ -551,14 +556,7 @@ fn hostile_trace_files_get_clear_errors() {
     );
     let job = dir.path().join("j.fio");
     std::fs::write(&job, format!("[r]\nread_iolog={}\n", big.display())).unwrap();
-    let (ok, _, err) = vssd(&[
-        "sim",
-        "--profile",
-        "sata-mlc-2011",
-        "--capacity",
-        "64M",
-        job.to_str().unwrap(),
-    ]);
+    let (ok, _, err) = sim_64m(&job);
     assert!(
         !ok && err.contains("request 1") && err.contains("beyond the end of the drive"),
         "{err}"

@@ -44,7 +44,7 @@ pub fn read(mut r: impl Read, name: &str) -> Result<Trace, TraceError> {
     let mut last = 0u64;
     let mut n: u64 = 0;
     loop {
-        let got = fill(&mut r, &mut ev).map_err(|source| TraceError::Io {
+        let got = super::read_full(&mut r, &mut ev).map_err(|source| TraceError::Io {
             path: name.to_string(),
             source,
         })?;
@@ -109,10 +109,11 @@ pub fn read(mut r: impl Read, name: &str) -> Result<Trace, TraceError> {
             }
         } as usize;
         if pdu_len > 0 {
-            let got = fill(&mut r, &mut pdu[..pdu_len]).map_err(|source| TraceError::Io {
-                path: name.to_string(),
-                source,
-            })?;
+            let got =
+                super::read_full(&mut r, &mut pdu[..pdu_len]).map_err(|source| TraceError::Io {
+                    path: name.to_string(),
+                    source,
+                })?;
             if got < pdu_len {
                 return Err(TraceError::bad(at(), "truncated in its payload"));
             }
@@ -158,19 +159,6 @@ pub fn read(mut r: impl Read, name: &str) -> Result<Trace, TraceError> {
         }))?;
     }
     Ok(t)
-}
-
-fn fill(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut got = 0;
-    while got < buf.len() {
-        match r.read(&mut buf[got..]) {
-            Ok(0) => break,
-            Ok(k) => got += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(got)
 }
 
 #[cfg(test)]

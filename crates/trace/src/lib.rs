@@ -224,6 +224,20 @@ pub fn detect(head: &[u8]) -> Option<Format> {
     None
 }
 
+/// Read until `buf` is full or the input ends; returns the bytes read.
+pub(crate) fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match r.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(k) => got += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
+}
+
 /// The format of the file at `path`, from its first bytes.
 pub fn detect_path(path: &Path) -> Result<Format, TraceError> {
     let name = path.display().to_string();
@@ -233,15 +247,7 @@ pub fn detect_path(path: &Path) -> Result<Format, TraceError> {
     };
     let mut f = std::fs::File::open(path).map_err(io_err)?;
     let mut head = vec![0u8; 256];
-    let mut got = 0;
-    while got < head.len() {
-        match f.read(&mut head[got..]) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(io_err(e)),
-        }
-    }
+    let got = read_full(&mut f, &mut head).map_err(io_err)?;
     head.truncate(got);
     detect(&head).ok_or_else(|| TraceError::Unknown(name.clone()))
 }

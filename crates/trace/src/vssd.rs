@@ -362,7 +362,7 @@ pub fn read(mut r: impl Read, name: &str) -> Result<File, TraceError> {
         source,
     };
     let mut fixed = [0u8; 64];
-    let got = read_full(&mut r, &mut fixed).map_err(io_err)?;
+    let got = super::read_full(&mut r, &mut fixed).map_err(io_err)?;
     if got < 64 || fixed[0..8] != MAGIC {
         return Err(TraceError::bad(
             name,
@@ -390,7 +390,7 @@ pub fn read(mut r: impl Read, name: &str) -> Result<File, TraceError> {
         ));
     }
     let mut rest = vec![0u8; header_len - 64];
-    if read_full(&mut r, &mut rest).map_err(io_err)? < rest.len() {
+    if super::read_full(&mut r, &mut rest).map_err(io_err)? < rest.len() {
         return Err(TraceError::bad(name, "truncated in its header"));
     }
     let pname = &rest[0..64];
@@ -410,7 +410,7 @@ pub fn read(mut r: impl Read, name: &str) -> Result<File, TraceError> {
     let mut n: u64 = 0;
     let partial;
     loop {
-        let got = read_full(&mut r, &mut buf).map_err(io_err)?;
+        let got = super::read_full(&mut r, &mut buf).map_err(io_err)?;
         let whole = got / record_len;
         for c in buf[..whole * record_len].chunks_exact(record_len) {
             if closed && n >= header.records {
@@ -459,19 +459,6 @@ pub fn read(mut r: impl Read, name: &str) -> Result<File, TraceError> {
         closed,
         records,
     })
-}
-
-fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut got = 0;
-    while got < buf.len() {
-        match r.read(&mut buf[got..]) {
-            Ok(0) => break,
-            Ok(k) => got += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(got)
 }
 
 #[cfg(test)]

@@ -314,16 +314,7 @@ pub fn run(
                     now = now.max(c.done_ns);
                     at += n;
                 }
-                audit.freed_bytes = outcome.freed_bytes;
-                audit.already_unmapped_bytes = outcome.already_unmapped_bytes;
-                sim.idle(now.saturating_sub(sim.now_ns()));
-                r.metrics
-                    .insert("trim_bytes".into(), audit.requested_bytes as f64);
-                r.metrics
-                    .insert("freed_bytes".into(), audit.freed_bytes as f64);
-                r.metrics
-                    .insert("trim_cmds".into(), audit.discard_cmds as f64);
-                r.trim = Some(audit);
+                finish_trim(&mut sim, now, audit, outcome, &mut r);
             }
             PhaseKind::Surface {
                 op,
@@ -446,18 +437,7 @@ fn replay_phase(
                 .map_err(|e| err(e.to_string()))?;
             now = now.max(c.done_ns);
         }
-        audit.freed_bytes = outcome.freed_bytes;
-        audit.already_unmapped_bytes = outcome.already_unmapped_bytes;
-        sim.idle(now.saturating_sub(sim.now_ns()));
-        r.metrics
-            .insert("trim_bytes".into(), audit.requested_bytes as f64);
-        r.metrics
-            .insert("freed_bytes".into(), audit.freed_bytes as f64);
-        r.metrics.insert(
-            "trim_cmds".into(),
-            (audit.discard_cmds + audit.write_zeroes_cmds) as f64,
-        );
-        r.trim = Some(audit);
+        finish_trim(sim, now, audit, outcome, r);
     } else {
         let trace = vssd_trace::Trace {
             files: vec!["vssd".into()],
@@ -541,6 +521,29 @@ fn replay_phase(
         sim.idle(pt.window_ns - spent);
     }
     Ok(())
+}
+
+/// A TRIM phase's end: the drive's clock to `now` (when the last range
+/// completed), the audit and its figures into the phase's result.
+fn finish_trim(
+    sim: &mut Simulation,
+    now: u64,
+    mut audit: TrimReport,
+    outcome: TrimOutcome,
+    r: &mut PhaseResult,
+) {
+    audit.freed_bytes = outcome.freed_bytes;
+    audit.already_unmapped_bytes = outcome.already_unmapped_bytes;
+    sim.idle(now.saturating_sub(sim.now_ns()));
+    r.metrics
+        .insert("trim_bytes".into(), audit.requested_bytes as f64);
+    r.metrics
+        .insert("freed_bytes".into(), audit.freed_bytes as f64);
+    r.metrics.insert(
+        "trim_cmds".into(),
+        (audit.discard_cmds + audit.write_zeroes_cmds) as f64,
+    );
+    r.trim = Some(audit);
 }
 
 /// Most requests in flight at once in `records` (arrival to delivery).

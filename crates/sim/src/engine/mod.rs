@@ -682,21 +682,31 @@ impl Simulation {
         jobs: &[JobSpec],
         progress: &mut dyn FnMut(&Progress<'_>),
     ) -> Result<RunReport, SimError> {
-        let start = self.now_ns;
         let capacity = self.ssd.capacity();
         let mut plan = resolve(jobs, capacity, self.seed)?;
         if self.keep_bw_series {
             plan.keep_all_bw_series();
         }
+        self.run_resolved(&plan, progress)
+    }
+
+    /// Run a resolved plan from the current virtual time.
+    fn run_resolved(
+        &mut self,
+        plan: &Plan,
+        progress: &mut dyn FnMut(&Progress<'_>),
+    ) -> Result<RunReport, SimError> {
+        let start = self.now_ns;
+        let capacity = self.ssd.capacity();
         self.skip_samples_to_now();
         let (reports, sim_ops, end) = match &mut self.sampling {
-            None => run_plan(&mut self.ssd, &plan, start, progress)?,
+            None => run_plan(&mut self.ssd, plan, start, progress)?,
             Some(s) => {
                 let mut dev = Sampled {
                     ssd: &mut self.ssd,
                     s,
                 };
-                run_plan(&mut dev, &plan, start, progress)?
+                run_plan(&mut dev, plan, start, progress)?
             }
         };
         self.now_ns = end;
@@ -735,10 +745,9 @@ impl Simulation {
         replay: Replay,
         depth: u32,
     ) -> Result<RunReport, SimError> {
-        let start = self.now_ns;
-        let capacity = self.ssd.capacity();
         let mut spec = JobSpec::new(name, "replay");
         spec.iodepth = depth.max(1);
+        let capacity = self.ssd.capacity();
         let mut p = plan::replay_job_plan(&spec, 0, 0, 0, capacity, self.seed, replay)?;
         p.record_completions = true;
         p.keep_bw_series = true;
@@ -746,30 +755,7 @@ impl Simulation {
             jobs: vec![p],
             groups: std::iter::once(0..1).collect(),
         };
-        self.skip_samples_to_now();
-        let (reports, sim_ops, end) = match &mut self.sampling {
-            None => run_plan(&mut self.ssd, &plan, start, &mut |_| {})?,
-            Some(s) => {
-                let mut dev = Sampled {
-                    ssd: &mut self.ssd,
-                    s,
-                };
-                run_plan(&mut dev, &plan, start, &mut |_| {})?
-            }
-        };
-        self.now_ns = end;
-        Ok(RunReport {
-            profile: self.ssd.profile().name.clone(),
-            capacity,
-            seed: self.seed,
-            jobs: reports,
-            counters: self.ssd.counters(),
-            sim_ops,
-            start_ns: start,
-            end_ns: end,
-            global_options: Vec::new(),
-            epoch_s: self.epoch_s,
-        })
+        self.run_resolved(&plan, &mut |_| {})
     }
 
     /// Set the Unix time (s) that virtual time 0 stands for, for the
