@@ -234,6 +234,7 @@ fn record_of(io: &Io) -> vt::Record {
         op,
         flags: (u8::from(io.fua) * vt::FLAG_FUA) | (u8::from(unmap) * vt::FLAG_UNMAP),
         status: vt::status::OK,
+        seq: 0,
     }
 }
 

@@ -375,4 +375,8 @@ fn trim_recovery_on_sata_shows_the_trim_effect_with_time_dilated() {
     let sim_fresh = sim.phase("fresh").unwrap().metrics["median_bw"];
     assert!(fresh > 0.75 * sim_fresh, "{fresh:.3e} vs {sim_fresh:.3e}");
     assert!(junit.contains("failures=\"0\" skipped=\"0\""), "{junit}");
+    // Time-dilated or not, the simulator replayed the daemon's trace of
+    // every compared phase.
+    assert_eq!(r.comparison.len(), 4);
+    assert!(r.comparison.iter().all(|c| c.replayed && c.counted()));
 }

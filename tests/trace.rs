@@ -198,6 +198,7 @@ fn a_vssd_trace_converted_to_iolog_v3_is_replayed_by_real_fio() {
             op,
             flags: 0,
             status: vt::status::OK,
+            seq: 0,
         });
     }
     recs.push(vt::Record {
@@ -495,6 +496,7 @@ fn hostile_trace_files_get_clear_errors() {
             op: vt::RecOp::Write,
             flags: 0,
             status: 0,
+            seq: 0,
         };
         w.write(&[r, r]).unwrap();
         w.finish(0).unwrap().into_inner()

@@ -221,39 +221,41 @@ impl Capture {
         }
     }
 
-    /// Record one completed request. `daemon_ns` times are the daemon
-    /// clock's; they are stored in drive time since the trace started.
-    pub(crate) fn record(&self, scale: TimeScale, rec: impl FnOnce(&dyn Fn(u64) -> u64) -> Record) {
+    /// Record one completed request: `rec` makes its record with the
+    /// trace's clock.
+    pub(crate) fn record(&self, scale: TimeScale, rec: impl FnOnce(&TraceClock) -> Vec<Record>) {
         let act = lock(&self.active);
         let Some(a) = act.as_ref() else { return };
-        let base = scale.to_model(a.start_daemon_ns);
-        let drive = |daemon_ns: u64| scale.to_model(daemon_ns).saturating_sub(base);
-        let r = rec(&drive);
-        let mut buf = lock(&a.shared.buf);
-        if buf.len() >= MAX_BUFFERED {
-            a.shared.dropped.fetch_add(1, Relaxed);
-            return;
-        }
-        buf.push(r);
-    }
-
-    /// Like [`Self::record`] for several records of one request.
-    pub(crate) fn record_many(
-        &self,
-        scale: TimeScale,
-        recs: impl FnOnce(&dyn Fn(u64) -> u64) -> Vec<Record>,
-    ) {
-        let act = lock(&self.active);
-        let Some(a) = act.as_ref() else { return };
-        let base = scale.to_model(a.start_daemon_ns);
-        let drive = |daemon_ns: u64| scale.to_model(daemon_ns).saturating_sub(base);
-        let rs = recs(&drive);
+        let clock = TraceClock {
+            scale,
+            base: scale.to_model(a.start_daemon_ns),
+        };
+        let rs = rec(&clock);
         let mut buf = lock(&a.shared.buf);
         if buf.len() + rs.len() > MAX_BUFFERED {
             a.shared.dropped.fetch_add(rs.len() as u64, Relaxed);
             return;
         }
         buf.extend(rs);
+    }
+}
+
+/// The trace's clock: drive-time ns since the trace started.
+pub(crate) struct TraceClock {
+    scale: TimeScale,
+    base: u64,
+}
+
+impl TraceClock {
+    /// A daemon-clock time on the trace's clock.
+    pub(crate) fn daemon(&self, daemon_ns: u64) -> u64 {
+        self.scale.to_model(daemon_ns).saturating_sub(self.base)
+    }
+
+    /// A model-clock time (without the precondition offset) on the
+    /// trace's clock.
+    pub(crate) fn model(&self, model_ns: u64) -> u64 {
+        model_ns.saturating_sub(self.base)
     }
 }
 

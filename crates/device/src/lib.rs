@@ -175,6 +175,13 @@ struct ModelState {
     ssd: Ssd,
     /// model time = daemon time / K + offset.
     offset_ns: u64,
+    /// Model time of the latest request submitted (requests reach the
+    /// model in lock order, which two queues' threads can make differ
+    /// from the order of their arrival times by a few µs: the model takes
+    /// the later time for both, and the trace records what it took).
+    last_ns: u64,
+    /// Requests submitted to the model (the trace's order among equal times).
+    seq: u64,
 }
 
 /// Wall time the model lock is held at most per precondition chunk.
@@ -304,7 +311,12 @@ impl Device {
             serial: serial_for(&opts.profile),
             topology: Topology::of(&opts.profile),
             profile: opts.profile,
-            model: Mutex::new(ModelState { ssd, offset_ns: 0 }),
+            model: Mutex::new(ModelState {
+                ssd,
+                offset_ns: 0,
+                last_ns: 0,
+                seq: 0,
+            }),
             store,
             base_ns: scheduler::monotonic_ns(),
             scale: opts.time_scale,
@@ -445,7 +457,10 @@ impl Device {
             self.check(o, l)?;
         }
         let mut m = self.lock();
-        let model_now = self.model_clock(p.submit_ns()) + m.offset_ns;
+        let model_now = (self.model_clock(p.submit_ns()) + m.offset_ns).max(m.last_ns);
+        m.last_ns = model_now;
+        m.seq += 1;
+        p.submitted(model_now - m.offset_ns, m.seq);
         let mut done = model_now;
         for &(offset, len) in ranges {
             before(&m.ssd, model_now, offset, len);

@@ -21,7 +21,7 @@ use vssd_common::clock::TimeScale;
 
 use vssd_trace::vssd::{FLAG_FUA, FLAG_MORE, FLAG_UNMAP, RecOp, Record, status as trace_status};
 
-use super::capture::Capture;
+use super::capture::{Capture, TraceClock};
 use super::hist::{Histogram, Summary};
 pub use super::report::{
     ConnReport, ConnectionReport, DepthReport, DriveReport, FrontendReport, IoReport, OpCount,
@@ -586,6 +586,7 @@ impl Connection {
             queue: 0,
             flags: 0,
             ranges: None,
+            model_arrival: std::cell::Cell::new(None),
             status: Status::Ok,
             submit_ns,
             due_ns: submit_ns,
@@ -635,6 +636,9 @@ pub struct Pending {
     flags: u8,
     /// All ranges of a DISCARD or WRITE ZEROES of more than one (for the trace).
     ranges: Option<Box<[(u64, u64)]>>,
+    /// When the model took it (model clock without the precondition
+    /// offset) and its place in the model's order (for the trace).
+    model_arrival: std::cell::Cell<Option<(u64, u64)>>,
     status: Status,
     submit_ns: u64,
     due_ns: u64,
@@ -698,6 +702,14 @@ impl Pending {
         self.flags = (u8::from(fua) * FLAG_FUA) | (u8::from(unmap) * FLAG_UNMAP);
     }
 
+    /// The model took the request at `model_ns` (its clock without the
+    /// precondition offset), as its `seq`-th; the first submission counts.
+    pub(crate) fn submitted(&self, model_ns: u64, seq: u64) {
+        if self.model_arrival.get().is_none() {
+            self.model_arrival.set(Some((model_ns, seq)));
+        }
+    }
+
     /// The frontend's queue this request came on (virtqueue index), for
     /// the trace.
     pub fn set_queue(&mut self, queue: u16) {
@@ -728,10 +740,16 @@ impl Pending {
             (_, Status::NoSpace) => trace_status::NO_SPACE,
             (_, Status::Stopped) => trace_status::STOPPED,
         };
-        let make = |drive: &dyn Fn(u64) -> u64, offset: u64, len: u64, more: bool| Record {
-            arrival_ns: drive(self.submit_ns),
-            due_ns: drive(self.due_ns),
-            delivered_ns: drive(delivered_ns.unwrap_or(self.due_ns)),
+        let (arrival, seq) = match self.model_arrival.get() {
+            Some((model_ns, seq)) => (Some(model_ns), seq),
+            None => (None, 0),
+        };
+        let make = |c: &TraceClock, offset: u64, len: u64, more: bool| Record {
+            // When the model took it, else (never submitted) when it came.
+            arrival_ns: arrival.map_or_else(|| c.daemon(self.submit_ns), |a| c.model(a)),
+            seq,
+            due_ns: c.daemon(self.due_ns),
+            delivered_ns: c.daemon(delivered_ns.unwrap_or(self.due_ns)),
             offset,
             len,
             conn: h.conn.id.min(u32::MAX as u64) as u32,
@@ -742,15 +760,14 @@ impl Pending {
             status,
         };
         let scale = h.device.scale;
-        match &self.ranges {
-            None => cap.record(scale, |d| make(d, self.offset, self.bytes, false)),
-            Some(rs) => cap.record_many(scale, |d| {
-                rs.iter()
-                    .enumerate()
-                    .map(|(i, &(o, l))| make(d, o, l, i + 1 < rs.len()))
-                    .collect()
-            }),
-        }
+        cap.record(scale, |c| match &self.ranges {
+            None => vec![make(c, self.offset, self.bytes, false)],
+            Some(rs) => rs
+                .iter()
+                .enumerate()
+                .map(|(i, &(o, l))| make(c, o, l, i + 1 < rs.len()))
+                .collect(),
+        });
     }
 
     pub(crate) fn set_trim(&mut self, t: TrimOutcome) {

@@ -375,3 +375,79 @@ fn bad_requests_leave_state_untouched() {
     }
     assert_eq!(ssd.counters(), before);
 }
+
+/// `catch_up` during idle time changes no timing: a drive asked for its
+/// state now and then between bursts (as the daemon's sampler and `ctl
+/// stats` do) completes every request when one left alone does.
+#[test]
+fn catching_up_in_idle_gaps_changes_no_completion_time() {
+    for (name, cap) in [
+        ("sata-slc-2009", 64u64 << 20),
+        ("sata-mlc-2011", 64 << 20),
+        ("nvme-tlc", 128 << 20),
+    ] {
+        let p = Profile::load_with_capacity(name, Some(cap)).unwrap();
+        let run = |poke: bool| -> Vec<u64> {
+            let mut ssd = Ssd::new(&p, 7);
+            let mut rng = vssd_common_free_rng(11);
+            let mut t = 0u64;
+            let mut done = Vec::new();
+            let cap = ssd.capacity() / 4096;
+            // Full first, so that the random writes need garbage collection.
+            for i in 0..ssd.capacity() / 131072 {
+                let c = ssd
+                    .submit(
+                        t,
+                        &Request {
+                            op: Op::Write,
+                            offset: i * 131072,
+                            len: 131072,
+                            payload: Payload::Unknown,
+                        },
+                    )
+                    .unwrap();
+                t = t.max(c.done_ns);
+            }
+            for burst in 0..(cap * 2 / 64) {
+                for _ in 0..64 {
+                    let off = (rng() % cap) * 4096;
+                    let c = ssd
+                        .submit(
+                            t,
+                            &Request {
+                                op: Op::Write,
+                                offset: off,
+                                len: 4096,
+                                payload: Payload::Unknown,
+                            },
+                        )
+                        .unwrap();
+                    done.push(c.done_ns);
+                    t += 20_000;
+                }
+                let gap = 1_000_000 + (burst % 7) * 3_000_000;
+                if poke {
+                    ssd.catch_up(t + gap / 3);
+                    ssd.catch_up(t + gap / 2);
+                }
+                t += gap;
+            }
+            done
+        };
+        let plain = run(false);
+        let poked = run(true);
+        let first = plain.iter().zip(&poked).position(|(a, b)| a != b);
+        assert_eq!(first, None, "{name}: request {first:?} differs");
+    }
+}
+
+/// A small deterministic generator (xorshift).
+fn vssd_common_free_rng(seed: u64) -> impl FnMut() -> u64 {
+    let mut x = seed | 1;
+    move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    }
+}

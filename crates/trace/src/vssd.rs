@@ -11,8 +11,9 @@
 //!
 //! Record: arrival, modelled completion, delivery (u64 each, drive-time ns
 //! since the trace started), offset (u64), length (u64), connection (u32),
-//! frontend (u16), queue (u16), op (u8), flags (u8), status (u8), 5
-//! reserved bytes. Times are drive time: with `serve --time-scale K` they
+//! frontend (u16), queue (u16), op (u8), flags (u8), status (u8), and the
+//! request's place in the order the model took requests (40 bits: it
+//! orders requests the model took at the same time). Times are drive time: with `serve --time-scale K` they
 //! are the model's, not the wall clock's.
 //!
 //! A reader accepts longer headers and records of a later minor layout
@@ -162,6 +163,9 @@ pub struct Record {
     pub flags: u8,
     /// [`status`] code.
     pub status: u8,
+    /// Its place in the order the drive model took requests (40 bits; 0:
+    /// never submitted): orders records with equal arrival times.
+    pub seq: u64,
 }
 
 impl Record {
@@ -179,6 +183,7 @@ impl Record {
         b[48] = self.op as u8;
         b[49] = self.flags;
         b[50] = self.status;
+        b[51..56].copy_from_slice(&self.seq.to_le_bytes()[..5]);
         b
     }
 
@@ -198,6 +203,11 @@ impl Record {
             op,
             flags: b[49],
             status: b[50],
+            seq: {
+                let mut s = [0u8; 8];
+                s[..5].copy_from_slice(&b[51..56]);
+                u64::from_le_bytes(s)
+            },
         };
         if r.offset.checked_add(r.len).is_none() {
             return Err(TraceError::bad(at(), "offset + length overflows"));
@@ -453,7 +463,7 @@ pub fn read(mut r: impl Read, name: &str) -> Result<File, TraceError> {
         header.records = n;
     }
     // Records are written as requests complete; replay wants arrivals.
-    records.sort_by_key(|r| r.arrival_ns);
+    records.sort_by_key(|r| (r.arrival_ns, r.seq));
     Ok(File {
         header,
         closed,
@@ -480,6 +490,7 @@ mod tests {
             op,
             flags: 0,
             status: status::OK,
+            seq: 0,
         }
     }
 

@@ -482,20 +482,41 @@ fn replay_phase(
                 let mut in_drive_ns = 0.0;
                 for q in &mut s.points {
                     let (lo, hi) = (q.offset, q.offset + s.burst);
+                    let in_burst = |off: u64, len: u64| len > 0 && off >= lo && off < hi;
+                    // The replayed drive's part of the burst: its first
+                    // issue to its last completion.
                     let mut first = u64::MAX;
                     let mut last = 0;
                     let mut bytes = 0;
                     for (e, &(issue, end)) in entries.iter().zip(done) {
-                        if e.len > 0 && e.offset >= lo && e.offset < hi {
+                        if in_burst(e.offset, e.len) {
                             first = first.min(issue);
                             last = last.max(end);
                             bytes += e.len;
                             in_drive_ns += (end - issue) as f64;
                         }
                     }
+                    // The guest's own part, from the recording: its
+                    // measured burst time minus the span from the first
+                    // request's arrival to the last one's delivery (its
+                    // timer starting before the first request and stopping
+                    // after the last completion), added to the replayed
+                    // span so both figures time the same thing.
+                    let (mut a, mut d) = (u64::MAX, 0);
+                    for rec in &pt.records {
+                        if in_burst(rec.offset, rec.len) {
+                            a = a.min(rec.arrival_ns);
+                            d = d.max(rec.delivered_ns);
+                        }
+                    }
+                    let own_s = if q.bytes_s > 0.0 && d > a {
+                        (s.burst as f64 / q.bytes_s - (d - a) as f64 / 1e9).max(0.0)
+                    } else {
+                        0.0
+                    };
                     q.bytes_s = if last > first {
                         busy_ns += (last - first) as f64;
-                        bytes as f64 / ((last - first) as f64 / 1e9)
+                        bytes as f64 / ((last - first) as f64 / 1e9 + own_s)
                     } else {
                         0.0
                     };

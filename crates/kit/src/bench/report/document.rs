@@ -457,7 +457,10 @@ pub(super) fn document(r: &BenchResults, charts: &[Chart]) -> Vec<Block> {
                 d.push(Block::Para(vec![
                     Span::Strong("replayed:".into()),
                     text(
-                        " the simulator replayed the daemon's trace of each fio, surface and TRIM                          phase request by request (arrival times, offsets, sizes, at most as many                          in flight as the guest had), so its drive got exactly what the guest sent,                          bursts and stalls included; every such phase counts against the tolerance.",
+                        " the simulator replayed the daemon's trace of each fio, surface and TRIM \
+                         phase request by request (arrival times, offsets, sizes, at most as many \
+                         in flight as the guest had), so its drive got exactly what the guest sent, \
+                         bursts and stalls included; every such phase counts against the tolerance.",
                     ),
                 ]));
             }
