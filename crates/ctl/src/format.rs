@@ -5,7 +5,9 @@ use std::fmt::Write as _;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::protocol::{PreconditionResult, Progress, StatsReport, Step, TrimRecord};
+use super::protocol::{
+    FaultInfo, FaultReport, FaultSpec, PreconditionResult, Progress, StatsReport, Step, TrimRecord,
+};
 use vssd_device::OpKind;
 use vssd_device::hist::Summary;
 use vssd_device::stats::{DepthReport, IoReport, TrimReport};
@@ -384,6 +386,72 @@ pub fn stats(r: &StatsReport) -> String {
         let _ = writeln!(o, "(no requests yet)");
     }
     let _ = writeln!(o, "\n{}", lateness(&r.lateness));
+    let f = &r.faults;
+    if !f.active.is_empty() || *f != FaultReport::default() {
+        let _ = writeln!(o, "\n{}", fault_counters(f));
+    }
+    o
+}
+
+/// One fault as `ctl fault list` shows it.
+pub fn fault(f: &FaultInfo) -> String {
+    let what = match &f.spec {
+        FaultSpec::ReadError { offset, length } | FaultSpec::WriteError { offset, length } => {
+            format!(
+                "{:<11} offset {offset} length {length} (sectors {}..{})",
+                f.spec.kind(),
+                offset / 512,
+                (offset + length) / 512
+            )
+        }
+        FaultSpec::Stall {
+            ms,
+            every_ms,
+            after_ms,
+        } => match every_ms {
+            Some(e) => format!("{:<11} {ms} ms every {e} ms", "stall"),
+            None => format!(
+                "{:<11} {ms} ms once, {} ms after it was added",
+                "stall",
+                after_ms.unwrap_or(0)
+            ),
+        },
+    };
+    format!(
+        "{:>4}  {what}, {} so far",
+        f.id,
+        plural(f.hits, "hit", "hits")
+    )
+}
+
+fn fault_counters(r: &FaultReport) -> String {
+    let c = &r.counters;
+    format!(
+        "faults       {} active; injected: {}, {}, {} ({} held, waiting {} in all)",
+        r.active.len(),
+        plural(c.read_errors_injected, "read error", "read errors"),
+        plural(c.write_errors_injected, "write error", "write errors"),
+        plural(c.stalls_injected, "stall", "stalls"),
+        plural(c.stalled_commands, "command", "commands"),
+        dur(c.stall_wait_ns as f64),
+    )
+}
+
+/// "1 fault", "3 faults".
+pub fn fault_count(n: usize) -> String {
+    plural(n as u64, "fault", "faults")
+}
+
+/// The `ctl fault list` text.
+pub fn faults(r: &FaultReport) -> String {
+    let mut o = String::new();
+    if r.active.is_empty() {
+        let _ = writeln!(o, "no faults injected");
+    }
+    for f in &r.active {
+        let _ = writeln!(o, "{}", fault(f));
+    }
+    let _ = writeln!(o, "{}", fault_counters(r));
     o
 }
 

@@ -19,8 +19,8 @@ use serde_json::Value;
 use thiserror::Error;
 
 use self::protocol::{
-    CtlReply, CtlRequest, EraseResult, PreconditionResult, ProgressLine, SmartReport, StatsReport,
-    Step, TrimLogResult,
+    CtlReply, CtlRequest, EraseResult, FaultAddResult, FaultClearResult, FaultReport, FaultSpec,
+    PreconditionResult, ProgressLine, SmartReport, StatsReport, Step, TrimLogResult,
 };
 use vssd_profile::size::parse_size;
 
@@ -160,6 +160,95 @@ pub enum CtlCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Inject faults (media errors at LBA ranges, stalls), list and clear them.
+    Fault {
+        /// What to do.
+        #[command(subcommand)]
+        cmd: FaultCmd,
+    },
+}
+
+/// `vssd ctl fault` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum FaultCmd {
+    /// Inject a fault (see docs/faults.md).
+    Add {
+        /// The fault.
+        #[command(subcommand)]
+        fault: FaultAdd,
+        /// Print the reply as JSON.
+        #[arg(long, global = true)]
+        json: bool,
+    },
+    /// The injected faults and the errors and stalls they caused.
+    List {
+        /// Print the reply as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove fault ID (see `ctl fault list`), or all of them.
+    Clear {
+        /// The fault's id; without it every fault is removed.
+        id: Option<u64>,
+        /// Print the reply as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// The faults `vssd ctl fault add` injects.
+#[derive(Debug, Subcommand)]
+pub enum FaultAdd {
+    /// Reads touching the range fail (unrecoverable read error: virtio-blk
+    /// IOERR, NBD EIO); the rest of the drive reads as before.
+    ReadError {
+        /// Start of the range, bytes (a multiple of 512; suffixes as `4k`).
+        #[arg(long, value_parser = parse_size)]
+        offset: u64,
+        /// Length of the range, bytes (a non-zero multiple of 512).
+        #[arg(long, value_parser = parse_size)]
+        length: u64,
+    },
+    /// Writes and write-zeroes touching the range fail, writing nothing.
+    WriteError {
+        /// Start of the range, bytes (a multiple of 512; suffixes as `4k`).
+        #[arg(long, value_parser = parse_size)]
+        offset: u64,
+        /// Length of the range, bytes (a non-zero multiple of 512).
+        #[arg(long, value_parser = parse_size)]
+        length: u64,
+    },
+    /// The drive takes no command for --ms of drive time: once (now, or
+    /// --after-ms from now) or every --every-ms.
+    Stall {
+        /// Length of the stall, ms of drive time.
+        #[arg(long)]
+        ms: u64,
+        /// Repeat with this period, ms (the first stall one period from now).
+        #[arg(long, value_name = "MS", conflicts_with = "after_ms")]
+        every_ms: Option<u64>,
+        /// Stall once, this long from now, ms.
+        #[arg(long, value_name = "MS")]
+        after_ms: Option<u64>,
+    },
+}
+
+impl FaultAdd {
+    fn spec(&self) -> FaultSpec {
+        match *self {
+            FaultAdd::ReadError { offset, length } => FaultSpec::ReadError { offset, length },
+            FaultAdd::WriteError { offset, length } => FaultSpec::WriteError { offset, length },
+            FaultAdd::Stall {
+                ms,
+                every_ms,
+                after_ms,
+            } => FaultSpec::Stall {
+                ms,
+                every_ms,
+                after_ms,
+            },
+        }
+    }
 }
 
 /// A connection to a daemon's control socket.
@@ -397,6 +486,41 @@ fn trim_log(client: &mut Client, follow: bool, last: usize, json: bool) -> Resul
     }
 }
 
+fn fault(client: &mut Client, cmd: FaultCmd) -> Result<(), CtlError> {
+    match cmd {
+        FaultCmd::Add { fault, json } => {
+            let r: FaultAddResult = client.call_typed(
+                &CtlRequest::FaultAdd {
+                    fault: fault.spec(),
+                },
+                &mut |_| {},
+            )?;
+            if json {
+                print_json(&r)
+            } else {
+                print_text(&format!("added {}\n", format::fault(&r.fault)))
+            }
+        }
+        FaultCmd::List { json } => {
+            let r: FaultReport = client.call_typed(&CtlRequest::FaultList, &mut |_| {})?;
+            if json {
+                print_json(&r)
+            } else {
+                print_text(&format::faults(&r))
+            }
+        }
+        FaultCmd::Clear { id, json } => {
+            let r: FaultClearResult =
+                client.call_typed(&CtlRequest::FaultClear { id }, &mut |_| {})?;
+            if json {
+                print_json(&r)
+            } else {
+                print_text(&format!("{} cleared\n", format::fault_count(r.cleared)))
+            }
+        }
+    }
+}
+
 /// Run `vssd ctl`.
 pub fn run(args: CtlArgs) -> Result<(), CtlError> {
     if !(args.timeout.is_finite() && args.timeout > 0.0 && args.timeout <= 86_400.0) {
@@ -432,6 +556,7 @@ pub fn run(args: CtlArgs) -> Result<(), CtlError> {
         CtlCmd::TrimLog { follow, last, json } => {
             trim_log(&mut client, follow, last, json)?;
         }
+        CtlCmd::Fault { cmd } => fault(&mut client, cmd)?,
         CtlCmd::SecureErase { json } => {
             let r: EraseResult = client.call_typed(&CtlRequest::SecureErase, &mut |_| {})?;
             if json {

@@ -8,6 +8,9 @@
 //! a precondition asked with `"progress":true` is preceded by progress
 //! lines `{"progress":{"step":0,"steps":2,"done_bytes":…,"total_bytes":…}}`.
 //! Closing the connection cancels a running precondition.
+//! Faults: `{"cmd":"fault-add","fault":{"kind":"read-error","offset":4096,"length":512}}`,
+//! `{"cmd":"fault-add","fault":{"kind":"stall","ms":50,"every_ms":1000}}`,
+//! `{"cmd":"fault-list"}`, `{"cmd":"fault-clear","id":3}` (without `id`: all).
 //!
 //! The result types ([`StatsReport`], [`EraseResult`], [`PreconditionResult`])
 //! are shared by the daemon, which builds them, and the client, which reads
@@ -16,6 +19,7 @@
 use serde::{Deserialize, Serialize};
 
 pub use vssd_device::StatsReport;
+pub use vssd_device::faults::{FaultInfo, FaultReport, FaultSpec};
 pub use vssd_device::smart::SmartReport;
 pub use vssd_device::trimlog::TrimRecord;
 use vssd_model::{Counters, Precondition};
@@ -59,6 +63,33 @@ pub enum CtlRequest {
         /// Model time, ns.
         ns: u64,
     },
+    /// Inject a fault (a media error range, a stall).
+    FaultAdd {
+        /// The fault.
+        fault: FaultSpec,
+    },
+    /// The injected faults and what they did.
+    FaultList,
+    /// Remove one injected fault, or all of them without `id`.
+    FaultClear {
+        /// The fault's id (`fault-list`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<u64>,
+    },
+}
+
+/// Result of `fault-add`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FaultAddResult {
+    /// The fault as registered (with its id).
+    pub fault: FaultInfo,
+}
+
+/// Result of `fault-clear`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FaultClearResult {
+    /// Faults removed.
+    pub cleared: usize,
 }
 
 /// Result of `idle`.
@@ -253,6 +284,29 @@ mod tests {
         assert!(serde_json::from_str::<CtlRequest>(r#"{"cmd":"format-c"}"#).is_err());
         let r: CtlRequest = serde_json::from_str(r#"{"cmd":"smart"}"#).unwrap();
         assert_eq!(r, CtlRequest::Smart);
+        let r: CtlRequest = serde_json::from_str(
+            r#"{"cmd":"fault-add","fault":{"kind":"read-error","offset":4096,"length":512}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            r,
+            CtlRequest::FaultAdd {
+                fault: FaultSpec::ReadError {
+                    offset: 4096,
+                    length: 512
+                }
+            }
+        );
+        let r: CtlRequest = serde_json::from_str(r#"{"cmd":"fault-clear"}"#).unwrap();
+        assert_eq!(r, CtlRequest::FaultClear { id: None });
+        // Unknown kinds and fields are refused, not ignored.
+        for bad in [
+            r#"{"cmd":"fault-add","fault":{"kind":"fire","offset":0,"length":512}}"#,
+            r#"{"cmd":"fault-add","fault":{"kind":"stall","ms":5,"every":10}}"#,
+            r#"{"cmd":"fault-add","fault":{"kind":"read-error","offset":-1,"length":512}}"#,
+        ] {
+            assert!(serde_json::from_str::<CtlRequest>(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

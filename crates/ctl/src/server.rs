@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use log::{debug, info, warn};
 
 use super::protocol::{
-    CtlReply, CtlRequest, EraseResult, IdleResult, PreconditionResult, Progress, ProgressLine,
-    TrimLogResult, model_steps,
+    CtlReply, CtlRequest, EraseResult, FaultAddResult, FaultClearResult, IdleResult,
+    PreconditionResult, Progress, ProgressLine, TrimLogResult, model_steps,
 };
 use vssd_device::Device;
 
@@ -61,6 +61,15 @@ pub fn handle_line(
                 counters: device.counters(),
             }),
             Err(e) => CtlReply::err(format!("idle failed: {e}")),
+        },
+        CtlRequest::FaultAdd { fault } => match device.add_fault(fault) {
+            Ok(fault) => CtlReply::ok(&FaultAddResult { fault }),
+            Err(e) => CtlReply::err(e.to_string()),
+        },
+        CtlRequest::FaultList => CtlReply::ok(&device.faults()),
+        CtlRequest::FaultClear { id } => match device.clear_faults(id) {
+            Ok(cleared) => CtlReply::ok(&FaultClearResult { cleared }),
+            Err(e) => CtlReply::err(e.to_string()),
         },
         CtlRequest::SecureErase => match device.secure_erase() {
             Ok(()) => {

@@ -29,6 +29,7 @@
 //! invariant failed), the drive stops: every later request fails with
 //! [`Status::Stopped`], and the FTL state is not saved over the last good one.
 
+pub mod faults;
 pub mod files;
 pub mod hist;
 pub mod report;
@@ -56,6 +57,7 @@ use vssd_model::{
 };
 use vssd_profile::{Profile, ReadAfterTrim};
 
+use self::faults::{FaultError, FaultInfo, FaultReport, FaultSpec, Faults, Media};
 use self::files::FileError;
 pub use self::state::StateOrigin;
 use self::state::dirty_marker;
@@ -114,6 +116,15 @@ pub enum DeviceError {
     /// The drive stopped after an internal failure.
     #[error("the drive has stopped: {0}")]
     Stopped(String),
+    /// An injected media fault (`ctl fault add`) failed the request; the
+    /// error is reported at the request's modelled completion time.
+    #[error("injected media error (fault {fault})")]
+    Media {
+        /// The fault's id.
+        fault: u64,
+        /// When the drive reports the error (daemon clock).
+        due: u64,
+    },
 }
 
 impl DeviceError {
@@ -226,6 +237,7 @@ pub struct Device {
     ftl_describes_data: AtomicBool,
     origin: StateOrigin,
     read_after_trim: ReadAfterTrim,
+    faults: Faults,
 }
 
 /// Resident memory of this process (`/proc/self/statm`), bytes; 0 if unknown.
@@ -316,6 +328,7 @@ impl Device {
             ftl_describes_data: AtomicBool::new(origin != StateOrigin::OlderThanData),
             origin,
             read_after_trim,
+            faults: Faults::default(),
         })
     }
 
@@ -445,6 +458,9 @@ impl Device {
         }
         let mut m = self.lock();
         let model_now = self.model_clock(p.submit_ns()) + m.offset_ns;
+        if let Some(until) = self.faults.stall_until(model_now) {
+            m.ssd.hold_until(until);
+        }
         let mut done = model_now;
         for &(offset, len) in ranges {
             before(&m.ssd, model_now, offset, len);
@@ -473,6 +489,10 @@ impl Device {
     fn settle(&self, mut p: Pending, r: Result<u64, DeviceError>) -> Pending {
         match r {
             Ok(due) => p.finish(Status::Ok, due),
+            Err(DeviceError::Media { fault, due }) => {
+                log::debug!("{:?} failed by injected fault {fault}", p.op());
+                p.finish(Status::IoError, due);
+            }
             Err(e) => {
                 let st = e.status();
                 match st {
@@ -510,6 +530,7 @@ impl Device {
         let len = bufs.iter().map(|b| b.len() as u64).sum();
         let p = self.begin(conn, OpKind::Read, len);
         let r = self.submit(&p, Op::Read, &[(offset, len)]).and_then(|due| {
+            self.media_check(Media::Read, &[(offset, len)], due)?;
             self.store.read(offset, bufs).map_err(DeviceError::Io)?;
             if self.read_after_trim == ReadAfterTrim::Pattern {
                 self.fill_unmapped(offset, len, bufs)?;
@@ -558,6 +579,7 @@ impl Device {
         let r = self
             .submit_with(&p, Op::Write, &[(offset, len)], payload, |_, _, _, _| {})
             .and_then(|due| {
+                self.media_check(Media::Write, &[(offset, len)], due)?;
                 self.store.write(offset, bufs).map_err(DeviceError::Io)?;
                 if fua {
                     self.store.sync().map_err(DeviceError::Io)?;
@@ -621,6 +643,9 @@ impl Device {
                 }
             },
         )?;
+        if matches!(op, Op::WriteZeroes { .. }) {
+            self.media_check(Media::Write, ranges, due)?;
+        }
         self.trim_log.push(TrimRecord {
             seq: 0,
             model_ns,
@@ -652,6 +677,37 @@ impl Device {
         }
         p.set_trim(outcome);
         Ok(due)
+    }
+
+    /// An injected media fault over `ranges` fails the request, reported at `due`.
+    fn media_check(&self, dir: Media, ranges: &[(u64, u64)], due: u64) -> Result<(), DeviceError> {
+        match self.faults.media_hit(dir, ranges) {
+            Some(fault) => Err(DeviceError::Media { fault, due }),
+            None => Ok(()),
+        }
+    }
+
+    /// Register an injected fault (`ctl fault add`), checked against the drive.
+    pub fn add_fault(&self, spec: FaultSpec) -> Result<FaultInfo, FaultError> {
+        let now = {
+            let m = self.lock();
+            self.model_clock(self.now_ns()) + m.offset_ns
+        };
+        let info = self.faults.add(spec, self.capacity(), now)?;
+        log::info!("fault {} added: {:?}", info.id, info.spec);
+        Ok(info)
+    }
+
+    /// Remove injected fault `id`, or all (`None`): how many were removed.
+    pub fn clear_faults(&self, id: Option<u64>) -> Result<usize, FaultError> {
+        let n = self.faults.clear(id)?;
+        log::info!("{n} fault(s) cleared");
+        Ok(n)
+    }
+
+    /// The injected faults and what they did.
+    pub fn faults(&self) -> FaultReport {
+        self.faults.report()
     }
 
     /// TRIM log records after sequence number `after` (at most `max`), and
@@ -748,6 +804,7 @@ impl Device {
             counters,
             lateness: hist::Summary::of(self.stats.lateness()),
             ops: self.stats.ops_report(),
+            faults: self.faults.report(),
         }
     }
 

@@ -248,6 +248,12 @@ impl Ssd {
         })
     }
 
+    /// Hold the drive until `until_ns`: no host command starts before then
+    /// (a firmware stall; commands already started finish as planned).
+    pub fn hold_until(&mut self, until_ns: u64) {
+        self.timelines.raise_barrier(until_ns);
+    }
+
     fn check(&self, req: &Request) -> Result<(), ModelError> {
         if req.op == Op::Flush {
             return Ok(());
@@ -297,6 +303,22 @@ mod tests {
             len,
             payload: Payload::Unknown,
         }
+    }
+
+    #[test]
+    fn a_hold_delays_commands_that_arrive_during_it_only() {
+        let p = tiny("4KiB", "4KiB", 1, "64KiB", "greedy", 0.0);
+        let mut ssd = Ssd::new(&p, 1);
+        let w = ssd.submit(0, &req(Op::Write, 0, 4096)).unwrap();
+        let t = w.done_ns + 1_000_000;
+        let plain = ssd.submit(t, &req(Op::Read, 0, 4096)).unwrap().done_ns - t;
+        let until = t + 50_000_000;
+        ssd.hold_until(until);
+        let r = ssd.submit(t + 1_000_000, &req(Op::Read, 0, 4096)).unwrap();
+        assert_eq!(r.done_ns, until + plain, "starts at the end of the hold");
+        let after = until + 1_000_000;
+        let r = ssd.submit(after, &req(Op::Read, 0, 4096)).unwrap();
+        assert_eq!(r.done_ns - after, plain, "after it, as before");
     }
 
     #[test]

@@ -1,0 +1,495 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
+//! Injected faults (`vssd ctl fault ...`) through every frontend's error
+//! path: a read error at one sector is EIO (NBD, via libnbd's nbdsh) and
+//! VIRTIO_BLK_S_IOERR (vhost-user, via vssd's own driver) exactly there,
+//! a write error writes nothing, stalls are in the modelled latency, and
+//! hostile fault requests get one-line errors.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use common::scratch_dir;
+use common::serve::{Serve, VSSD};
+use virtio_bindings::virtio_blk::{VIRTIO_BLK_S_IOERR, VIRTIO_BLK_S_OK};
+use vssd::loadgen::blk::{self, BlkOp, Scratch};
+use vssd::loadgen::{BlkDriver, DriverOptions};
+
+const T: Duration = Duration::from_secs(20);
+const OK: u8 = VIRTIO_BLK_S_OK as u8;
+const IOERR: u8 = VIRTIO_BLK_S_IOERR as u8;
+
+/// One raw request line over the control socket: the reply line.
+fn raw_line(control: &Path, line: &str) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(control).unwrap();
+    s.write_all(format!("{line}\n").as_bytes()).unwrap();
+    let mut reply = String::new();
+    BufReader::new(s).read_line(&mut reply).unwrap();
+    reply
+}
+
+fn ctl(control: &Path, args: &[&str]) -> Output {
+    Command::new(VSSD)
+        .arg("ctl")
+        .arg("--control")
+        .arg(control)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// `vssd ctl ARGS --json`, which must succeed: the parsed reply.
+fn ctl_json(control: &Path, args: &[&str]) -> serde_json::Value {
+    let mut a = args.to_vec();
+    a.push("--json");
+    let out = ctl(control, &a);
+    assert!(
+        out.status.success(),
+        "ctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Run nbdsh with `script` against `sock` (Debian's python3 for nbdsh).
+fn nbdsh(sock: &Path, script: &str) -> String {
+    let out = Command::new("nbdsh")
+        .args(["-u", &format!("nbd+unix:///?socket={}", sock.display())])
+        .args(["-c", script])
+        .env("PATH", "/usr/bin:/bin:/usr/sbin:/sbin")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("nbdsh: {e} (install with scripts/install-deps.sh)"));
+    assert!(
+        out.status.success(),
+        "nbdsh failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn line<'a>(out: &'a str, prefix: &str) -> &'a str {
+    out.lines()
+        .find_map(|l| l.strip_prefix(prefix))
+        .unwrap_or_else(|| panic!("no {prefix} in {out}"))
+}
+
+/// A Python function `probe(off, n)` printing `OK`, `EIO` or the errno of
+/// a read, and `same(off, n, byte)` checking what reads back.
+const PROBES: &str = "import errno\n\
+def probe(off, n):\n    try:\n        h.pread(n, off)\n        return 'OK'\n    except nbd.Error as e:\n        return 'EIO' if e.errno in (errno.EIO, 'EIO') else 'errno %s' % e.errno\n\
+def wprobe(off, n, b):\n    try:\n        h.pwrite(bytes([b]) * n, off)\n        return 'OK'\n    except nbd.Error as e:\n        return 'EIO' if e.errno in (errno.EIO, 'EIO') else 'errno %s' % e.errno\n";
+
+#[test]
+fn nbd_read_error_is_eio_at_its_sector_and_nowhere_else() {
+    let dir = scratch_dir();
+    let sock = dir.path().join("nbd.sock");
+    let serve = Serve::start_with(
+        dir.path(),
+        &[
+            "--profile",
+            "sata-mlc-2011",
+            "--capacity",
+            "64M",
+            "--memory",
+            "--nbd",
+            &format!("unix:{}", sock.display()),
+        ],
+        false,
+    );
+    nbdsh(&sock, "h.pwrite(b'\\x5a' * 65536, 0)\nh.flush()");
+    // Sector 9 (bytes 4608..5120) cannot be read.
+    let added = ctl_json(
+        &serve.control,
+        &[
+            "fault",
+            "add",
+            "read-error",
+            "--offset",
+            "4608",
+            "--length",
+            "512",
+        ],
+    );
+    let id = added["fault"]["id"].as_u64().unwrap();
+    let script = format!(
+        "{PROBES}\
+         print('SECTORS', ' '.join(probe(s * 512, 512) for s in range(16)))\n\
+         print('AROUND', probe(0, 4608), probe(5120, 60416), probe(4096, 4096), probe(0, 65536))\n\
+         print('DATA', sorted(set(h.pread(4608, 0) + h.pread(60416, 5120))))\n\
+         print('WRITE', wprobe(4608, 512, 0x11))\n"
+    );
+    let out = nbdsh(&sock, &script);
+    let want: Vec<&str> = (0..16).map(|s| if s == 9 { "EIO" } else { "OK" }).collect();
+    assert_eq!(line(&out, "SECTORS "), want.join(" "), "{out}");
+    assert_eq!(line(&out, "AROUND "), "OK OK EIO EIO", "{out}");
+    assert_eq!(line(&out, "DATA "), "[90]", "data outside is untouched");
+    // A read error does not fail writes; the fault stays until cleared.
+    assert_eq!(line(&out, "WRITE "), "OK");
+    let list = ctl_json(&serve.control, &["fault", "list"]);
+    assert_eq!(list["active"][0]["hits"], 3, "{list}");
+    assert_eq!(list["counters"]["read_errors_injected"], 3, "{list}");
+    // ctl stats and its text carry the same counters.
+    let stats = serve.stats();
+    assert_eq!(stats["faults"]["counters"]["read_errors_injected"], 3);
+    let text = String::from_utf8(ctl(&serve.control, &["fault", "list"]).stdout).unwrap();
+    assert!(
+        text.contains("read-error") && text.contains("3 hits"),
+        "{text}"
+    );
+
+    // A write error: the write fails and leaves the old data; neighbours
+    // are written.
+    ctl_json(&serve.control, &["fault", "clear", &id.to_string()]);
+    ctl_json(
+        &serve.control,
+        &[
+            "fault",
+            "add",
+            "write-error",
+            "--offset",
+            "32k",
+            "--length",
+            "4k",
+        ],
+    );
+    let out = nbdsh(
+        &sock,
+        &format!(
+            "{PROBES}\
+             print('W', wprobe(28672, 4096, 0x22), wprobe(30720, 4096, 0x33), wprobe(36864, 4096, 0x44))\n\
+             print('R', probe(0, 65536))\n\
+             print('B', [sorted(set(h.pread(4096, o))) for o in (28672, 32768, 36864)])\n"
+        ),
+    );
+    assert_eq!(line(&out, "W "), "OK EIO OK", "{out}");
+    assert_eq!(line(&out, "R "), "OK", "reads are unaffected");
+    assert_eq!(line(&out, "B "), "[[34], [90], [68]]", "{out}");
+    // Write-zeroes over the range fails too.
+    let out = nbdsh(
+        &sock,
+        "import errno\ntry:\n    h.zero(4096, 32768)\n    print('Z OK')\nexcept nbd.Error as e:\n    print('Z', e.errno in (errno.EIO, 'EIO'))\n",
+    );
+    assert_eq!(line(&out, "Z "), "True", "{out}");
+    let list = ctl_json(&serve.control, &["fault", "list"]);
+    assert_eq!(list["counters"]["write_errors_injected"], 2, "{list}");
+    // Cleared, the range is writable again.
+    let cleared = ctl_json(&serve.control, &["fault", "clear"]);
+    assert_eq!(cleared["cleared"], 1);
+    let out = nbdsh(
+        &sock,
+        &format!("{PROBES}print('W', wprobe(32768, 4096, 0x55))\n"),
+    );
+    assert_eq!(line(&out, "W "), "OK");
+    serve.stop_ok();
+}
+
+#[test]
+fn vhost_user_read_error_is_ioerr_at_its_sector_and_nowhere_else() {
+    let dir = scratch_dir();
+    let serve = Serve::start(
+        dir.path(),
+        &[
+            "--profile",
+            "sata-mlc-2011",
+            "--capacity",
+            "64M",
+            "--memory",
+        ],
+    );
+    let mut d = BlkDriver::connect(&serve.socket, &DriverOptions::default()).expect("connect");
+    let s = Scratch::new(&mut d, 1 << 20).unwrap();
+    let data = vec![0xA5u8; 64 << 10];
+    let w = BlkOp::Write {
+        sector: 0,
+        data: data.clone(),
+    };
+    assert_eq!(blk::run(&mut d, 0, &s, &w, T).unwrap().status, OK);
+    ctl_json(
+        &serve.control,
+        &[
+            "fault",
+            "add",
+            "read-error",
+            "--offset",
+            "20480",
+            "--length",
+            "1024",
+        ],
+    );
+    // Sectors 40 and 41 fail; every other sector reads back.
+    for sector in 0..128u64 {
+        let r = blk::run(&mut d, 0, &s, &BlkOp::Read { sector, len: 512 }, T).unwrap();
+        if sector == 40 || sector == 41 {
+            assert_eq!(r.status, IOERR, "sector {sector}");
+        } else {
+            assert_eq!(r.status, OK, "sector {sector}");
+            assert!(r.data == data[..512], "sector {sector} data");
+        }
+    }
+    let r = blk::run(
+        &mut d,
+        0,
+        &s,
+        &BlkOp::Read {
+            sector: 0,
+            len: 64 << 10,
+        },
+        T,
+    )
+    .unwrap();
+    assert_eq!(r.status, IOERR, "a read spanning the range");
+    let r = blk::run(
+        &mut d,
+        0,
+        &s,
+        &BlkOp::Read {
+            sector: 42,
+            len: 4096,
+        },
+        T,
+    )
+    .unwrap();
+    assert!(r.status == OK && r.data == data[..4096]);
+    let list = ctl_json(&serve.control, &["fault", "list"]);
+    assert_eq!(list["counters"]["read_errors_injected"], 3, "{list}");
+    let stats = serve.report();
+    assert_eq!(
+        stats.ops["read"].errors, 3,
+        "the device counts them as failed reads"
+    );
+
+    // Write errors through vhost-user: IOERR, and the old data stays.
+    ctl_json(
+        &serve.control,
+        &[
+            "fault",
+            "add",
+            "write-error",
+            "--offset",
+            "0",
+            "--length",
+            "512",
+        ],
+    );
+    let w = BlkOp::Write {
+        sector: 0,
+        data: vec![0x11; 4096],
+    };
+    assert_eq!(blk::run(&mut d, 0, &s, &w, T).unwrap().status, IOERR);
+    ctl_json(&serve.control, &["fault", "clear"]);
+    let r = blk::run(
+        &mut d,
+        0,
+        &s,
+        &BlkOp::Read {
+            sector: 0,
+            len: 4096,
+        },
+        T,
+    )
+    .unwrap();
+    assert!(r.status == OK && r.data == data[..4096], "old data kept");
+    drop(d);
+    serve.stop_ok();
+}
+
+#[test]
+fn stalls_are_in_the_modelled_latency() {
+    let dir = scratch_dir();
+    let serve = Serve::start(
+        dir.path(),
+        &[
+            "--profile",
+            "sata-mlc-2011",
+            "--capacity",
+            "64M",
+            "--memory",
+        ],
+    );
+    let mut d = BlkDriver::connect(&serve.socket, &DriverOptions::default()).expect("connect");
+    let s = Scratch::new(&mut d, 4096).unwrap();
+    let read = BlkOp::Read {
+        sector: 0,
+        len: 4096,
+    };
+    assert_eq!(blk::run(&mut d, 0, &s, &read, T).unwrap().status, OK);
+    // The drive stalls 90 % of the time from one second on: reads go on
+    // until one has arrived during a stall (which one is up to the clock;
+    // the test checks what that one saw, not when it came).
+    let added = ctl_json(
+        &serve.control,
+        &["fault", "add", "stall", "--ms", "900", "--every-ms", "1000"],
+    );
+    assert_eq!(added["fault"]["spec"]["kind"], "stall");
+    let mut reads = 0;
+    let r = loop {
+        // Paced, so the loop spans the first stall (one second on).
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(blk::run(&mut d, 0, &s, &read, T).unwrap().status, OK);
+        reads += 1;
+        let r = serve.report();
+        if r.faults.counters.stalled_commands > 0 {
+            break r;
+        }
+        assert!(reads < 1000, "no read met a stall");
+    };
+    let c = &r.faults.counters;
+    assert_eq!((c.stalls_injected, c.stalled_commands), (1, 1), "{c:?}");
+    assert!(
+        c.stall_wait_ns > 0 && c.stall_wait_ns <= 900_000_000,
+        "{c:?}"
+    );
+    // What the read waited for is in its modelled latency (so not in the
+    // lateness, which is delivered − modelled).
+    assert!(
+        r.ops["read"].modelled.max_ns >= c.stall_wait_ns,
+        "modelled max {} ns, waited {} ns",
+        r.ops["read"].modelled.max_ns,
+        c.stall_wait_ns
+    );
+    assert_eq!(r.faults.active[0].hits, 1);
+    drop(d);
+    serve.stop_ok();
+}
+
+#[test]
+fn hostile_fault_requests_get_one_line_errors() {
+    let dir = scratch_dir();
+    let serve = Serve::start_with(
+        dir.path(),
+        &[
+            "--profile",
+            "sata-mlc-2011",
+            "--capacity",
+            "64M",
+            "--memory",
+        ],
+        true,
+    );
+    let c = &serve.control;
+    for (args, says) in [
+        (
+            vec![
+                "fault",
+                "add",
+                "read-error",
+                "--offset",
+                "64M",
+                "--length",
+                "512",
+            ],
+            "within the drive",
+        ),
+        (
+            vec![
+                "fault",
+                "add",
+                "read-error",
+                "--offset",
+                "0",
+                "--length",
+                "0",
+            ],
+            "non-empty multiple of 512",
+        ),
+        (
+            vec![
+                "fault",
+                "add",
+                "write-error",
+                "--offset",
+                "100",
+                "--length",
+                "512",
+            ],
+            "multiple of 512",
+        ),
+        (
+            vec![
+                "fault",
+                "add",
+                "read-error",
+                "--offset",
+                "18446744073709551104",
+                "--length",
+                "512",
+            ],
+            "within the drive",
+        ),
+        (vec!["fault", "add", "stall", "--ms", "0"], "between 1 and"),
+        (
+            vec!["fault", "add", "stall", "--ms", "10", "--every-ms", "5"],
+            "more than --ms",
+        ),
+        (
+            vec![
+                "fault",
+                "add",
+                "stall",
+                "--ms",
+                "10",
+                "--after-ms",
+                "999999999999",
+            ],
+            "at most",
+        ),
+        (vec!["fault", "clear", "77"], "no fault with id 77"),
+    ] {
+        let out = ctl(c, &args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} accepted");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: one line: {err}");
+    }
+    // The registry is bounded.
+    for i in 0..vssd::device::faults::MAX_FAULTS {
+        let o = (i * 512).to_string();
+        ctl_json(
+            c,
+            &[
+                "fault",
+                "add",
+                "read-error",
+                "--offset",
+                &o,
+                "--length",
+                "512",
+            ],
+        );
+    }
+    let out = ctl(
+        c,
+        &[
+            "fault",
+            "add",
+            "read-error",
+            "--offset",
+            "1M",
+            "--length",
+            "512",
+        ],
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("clear some first"));
+    // Malformed JSON over the socket: an error reply, the daemon serves on.
+    for bad in [
+        r#"{"cmd":"fault-add","fault":{"kind":"read-error","offset":0}}"#,
+        r#"{"cmd":"fault-add","fault":{"kind":"stall","ms":18446744073709551615,"every_ms":1}}"#,
+        r#"{"cmd":"fault-clear","id":"all"}"#,
+    ] {
+        let r = raw_line(c, bad);
+        assert!(r.contains("\"ok\":false"), "{bad}: {r}");
+    }
+    let list = ctl_json(c, &["fault", "list"]);
+    assert_eq!(
+        list["active"].as_array().unwrap().len(),
+        vssd::device::faults::MAX_FAULTS
+    );
+    serve.stop_ok();
+}
