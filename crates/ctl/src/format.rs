@@ -6,10 +6,12 @@ use std::fmt::Write as _;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::protocol::{
-    FaultInfo, FaultReport, FaultSpec, PreconditionResult, Progress, StatsReport, Step, TrimRecord,
+    FaultInfo, FaultReport, FaultSpec, PowerCutResult, PowerReport, PreconditionResult, Progress,
+    StatsReport, Step, TrimRecord,
 };
 use vssd_device::OpKind;
 use vssd_device::hist::Summary;
+use vssd_device::power::{Armed, CutReport};
 use vssd_device::stats::{DepthReport, IoReport, TrimReport};
 use vssd_profile::size::format_size;
 
@@ -452,6 +454,115 @@ pub fn faults(r: &FaultReport) -> String {
         let _ = writeln!(o, "{}", fault(f));
     }
     let _ = writeln!(o, "{}", fault_counters(r));
+    let _ = write!(o, "{}", power(&r.power));
+    o
+}
+
+fn armed(a: &Armed) -> String {
+    match a {
+        Armed::AfterWrites { writes } => format!(
+            "armed: the power goes with the next {}",
+            if *writes == 1 {
+                "write".to_string()
+            } else {
+                format!("{writes} writes' last")
+            }
+        ),
+        Armed::At { model_ns } => format!(
+            "armed: the power goes at drive time {}",
+            dur(*model_ns as f64)
+        ),
+    }
+}
+
+fn cut(c: &CutReport) -> String {
+    format!(
+        "cut at drive time {} ({}): {} lost ({} bytes), {} pending survived{}",
+        dur(c.model_ns as f64),
+        c.trigger,
+        plural(c.lost.len() as u64, "write", "writes"),
+        c.lost_bytes,
+        plural(c.survived, "write", "writes"),
+        if c.protected {
+            " (power-loss protection)"
+        } else {
+            ""
+        }
+    )
+}
+
+/// The power part of `ctl fault list`.
+pub fn power(p: &PowerReport) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "power        {}; {}{}; {}; {} ({} bytes kept to undo them)",
+        if p.powered {
+            "on"
+        } else {
+            "OFF (ctl power-on)"
+        },
+        if p.power_loss_protection {
+            "power-loss protection"
+        } else {
+            "no power-loss protection"
+        },
+        if p.flush_lies { ", flushes lie" } else { "" },
+        plural(p.cuts, "cut", "cuts"),
+        plural(p.pending_writes, "pending write", "pending writes"),
+        p.pending_undo_bytes
+    );
+    if let Some(a) = &p.armed {
+        let _ = writeln!(o, "             {}", armed(a));
+    }
+    if let Some(c) = &p.last_cut {
+        let _ = writeln!(o, "             {}", cut(c));
+        let _ = write!(o, "{}", lost_writes(p));
+    }
+    if p.untracked_writes > 0 {
+        let _ = writeln!(
+            o,
+            "             {} writes left the audit at its bounds (treated as durable)",
+            p.untracked_writes
+        );
+    }
+    o
+}
+
+/// The writes the latest cut lost: offset, length, when acknowledged.
+pub fn lost_writes(p: &PowerReport) -> String {
+    let mut o = String::new();
+    if let Some(c) = &p.last_cut {
+        for l in &c.lost {
+            let _ = writeln!(
+                o,
+                "lost {:>14} {:>10}  acked {}{}",
+                l.offset,
+                l.length,
+                dur(l.acked_model_ns as f64),
+                if l.acknowledged {
+                    ""
+                } else {
+                    " (not yet acknowledged)"
+                }
+            );
+        }
+    }
+    o
+}
+
+/// The `ctl power-cut` text.
+pub fn power_cut(r: &PowerCutResult) -> String {
+    let mut o = String::new();
+    if let Some(c) = &r.cut {
+        let _ = writeln!(o, "power {}", cut(c));
+        for l in &c.lost {
+            let _ = writeln!(o, "  lost {}+{}", l.offset, l.length);
+        }
+    }
+    if let Some(a) = &r.armed {
+        let _ = writeln!(o, "power cut {}", armed(a));
+    }
     o
 }
 

@@ -19,8 +19,9 @@ use serde_json::Value;
 use thiserror::Error;
 
 use self::protocol::{
-    CtlReply, CtlRequest, EraseResult, FaultAddResult, FaultClearResult, FaultReport, FaultSpec,
-    PreconditionResult, ProgressLine, SmartReport, StatsReport, Step, TrimLogResult,
+    CtlReply, CtlRequest, CutTrigger, EraseResult, FaultAddResult, FaultClearResult, FaultReport,
+    FaultSpec, PowerCutResult, PowerReport, PreconditionResult, ProgressLine, SmartReport,
+    StatsReport, Step, TrimLogResult,
 };
 use vssd_profile::size::parse_size;
 
@@ -160,11 +161,36 @@ pub enum CtlCmd {
         #[arg(long)]
         json: bool,
     },
-    /// Inject faults (media errors at LBA ranges, stalls), list and clear them.
+    /// Inject faults (media errors at LBA ranges, stalls), list and clear
+    /// them; `fault list` also shows what the latest power cut lost.
     Fault {
         /// What to do.
         #[command(subcommand)]
         cmd: FaultCmd,
+    },
+    /// Cut the drive's power: writes acknowledged but not yet durable are
+    /// lost (unless the preset has power-loss protection), every
+    /// connection is closed, and no request is taken until `power-on`.
+    /// Without an option the power goes now.
+    PowerCut {
+        /// The power goes as the Nth write from now arrives.
+        #[arg(long, value_name = "N", conflicts_with_all = ["after_ms", "random"])]
+        after_writes: Option<u64>,
+        /// The power goes T ms of drive time from now.
+        #[arg(long, value_name = "T", conflicts_with = "random")]
+        after_ms: Option<u64>,
+        /// The power goes after a number of writes (1 to 1000) picked from SEED.
+        #[arg(long, value_name = "SEED")]
+        random: Option<u64>,
+        /// Print the reply as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Power the drive back on after a cut.
+    PowerOn {
+        /// Print the reply as JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -180,8 +206,13 @@ pub enum FaultCmd {
         #[arg(long, global = true)]
         json: bool,
     },
-    /// The injected faults and the errors and stalls they caused.
+    /// The injected faults and the errors and stalls they caused, the
+    /// power state and what the latest power cut lost.
     List {
+        /// Only the writes the latest power cut lost, one per line:
+        /// offset, length, drive time acknowledged.
+        #[arg(long)]
+        lost: bool,
         /// Print the reply as JSON.
         #[arg(long)]
         json: bool,
@@ -501,12 +532,13 @@ fn fault(client: &mut Client, cmd: FaultCmd) -> Result<(), CtlError> {
                 print_text(&format!("added {}\n", format::fault(&r.fault)))
             }
         }
-        FaultCmd::List { json } => {
+        FaultCmd::List { lost, json } => {
             let r: FaultReport = client.call_typed(&CtlRequest::FaultList, &mut |_| {})?;
-            if json {
-                print_json(&r)
-            } else {
-                print_text(&format::faults(&r))
+            match (lost, json) {
+                (true, true) => print_json(&r.power.last_cut.map(|c| c.lost).unwrap_or_default()),
+                (true, false) => print_text(&format::lost_writes(&r.power)),
+                (false, true) => print_json(&r),
+                (false, false) => print_text(&format::faults(&r)),
             }
         }
         FaultCmd::Clear { id, json } => {
@@ -557,6 +589,34 @@ pub fn run(args: CtlArgs) -> Result<(), CtlError> {
             trim_log(&mut client, follow, last, json)?;
         }
         CtlCmd::Fault { cmd } => fault(&mut client, cmd)?,
+        CtlCmd::PowerCut {
+            after_writes,
+            after_ms,
+            random,
+            json,
+        } => {
+            let trigger = match (after_writes, after_ms, random) {
+                (Some(writes), _, _) => CutTrigger::AfterWrites { writes },
+                (_, Some(ms), _) => CutTrigger::AfterMs { ms },
+                (_, _, Some(seed)) => CutTrigger::Random { seed },
+                _ => CutTrigger::Now,
+            };
+            let r: PowerCutResult =
+                client.call_typed(&CtlRequest::PowerCut { trigger }, &mut |_| {})?;
+            if json {
+                print_json(&r)?;
+            } else {
+                print_text(&format::power_cut(&r))?;
+            }
+        }
+        CtlCmd::PowerOn { json } => {
+            let r: PowerReport = client.call_typed(&CtlRequest::PowerOn, &mut |_| {})?;
+            if json {
+                print_json(&r)?;
+            } else {
+                print_text("power on: the drive takes requests and connections again\n")?;
+            }
+        }
         CtlCmd::SecureErase { json } => {
             let r: EraseResult = client.call_typed(&CtlRequest::SecureErase, &mut |_| {})?;
             if json {

@@ -11,6 +11,9 @@
 //! Faults: `{"cmd":"fault-add","fault":{"kind":"read-error","offset":4096,"length":512}}`,
 //! `{"cmd":"fault-add","fault":{"kind":"stall","ms":50,"every_ms":1000}}`,
 //! `{"cmd":"fault-list"}`, `{"cmd":"fault-clear","id":3}` (without `id`: all).
+//! Power: `{"cmd":"power-cut","trigger":{"when":"now"}}` (or
+//! `{"when":"after-writes","writes":N}`, `{"when":"after-ms","ms":T}`,
+//! `{"when":"random","seed":S}`), `{"cmd":"power-on"}`.
 //!
 //! The result types ([`StatsReport`], [`EraseResult`], [`PreconditionResult`])
 //! are shared by the daemon, which builds them, and the client, which reads
@@ -18,8 +21,10 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use vssd_device::PowerCutResult;
 pub use vssd_device::StatsReport;
 pub use vssd_device::faults::{FaultInfo, FaultReport, FaultSpec};
+pub use vssd_device::power::{CutTrigger, PowerReport};
 pub use vssd_device::smart::SmartReport;
 pub use vssd_device::trimlog::TrimRecord;
 use vssd_model::{Counters, Precondition};
@@ -68,8 +73,17 @@ pub enum CtlRequest {
         /// The fault.
         fault: FaultSpec,
     },
-    /// The injected faults and what they did.
+    /// The injected faults and what they did, with the power state and
+    /// what the latest power cut lost.
     FaultList,
+    /// Cut the drive's power now, or arm a cut.
+    PowerCut {
+        /// When.
+        #[serde(default = "cut_now")]
+        trigger: CutTrigger,
+    },
+    /// Power the drive back on after a cut.
+    PowerOn,
     /// Remove one injected fault, or all of them without `id`.
     FaultClear {
         /// The fault's id (`fault-list`).
@@ -99,6 +113,10 @@ pub struct IdleResult {
     pub model_ns: u64,
     /// The counters afterwards.
     pub counters: Counters,
+}
+
+fn cut_now() -> CutTrigger {
+    CutTrigger::Now
 }
 
 fn default_trim_max() -> usize {

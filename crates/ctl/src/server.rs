@@ -67,6 +67,14 @@ pub fn handle_line(
             Err(e) => CtlReply::err(e.to_string()),
         },
         CtlRequest::FaultList => CtlReply::ok(&device.faults()),
+        CtlRequest::PowerCut { trigger } => match device.power_cut(trigger) {
+            Ok(r) => CtlReply::ok(&r),
+            Err(e) => CtlReply::err(e.to_string()),
+        },
+        CtlRequest::PowerOn => match device.power_on() {
+            Ok(()) => CtlReply::ok(&device.power_report()),
+            Err(e) => CtlReply::err(e.to_string()),
+        },
         CtlRequest::FaultClear { id } => match device.clear_faults(id) {
             Ok(cleared) => CtlReply::ok(&FaultClearResult { cleared }),
             Err(e) => CtlReply::err(e.to_string()),

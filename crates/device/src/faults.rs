@@ -142,6 +142,9 @@ pub struct FaultReport {
     pub active: Vec<FaultInfo>,
     /// What they did since the daemon started.
     pub counters: FaultCounters,
+    /// The power state and what the latest power cut lost.
+    #[serde(default)]
+    pub power: super::power::PowerReport,
 }
 
 struct Entry {
@@ -281,6 +284,7 @@ impl Faults {
         let active = self.lock().iter().map(|x| x.info.clone()).collect();
         FaultReport {
             active,
+            power: Default::default(),
             counters: FaultCounters {
                 read_errors_injected: self.read_errors.load(Relaxed),
                 write_errors_injected: self.write_errors.load(Relaxed),

@@ -32,6 +32,7 @@
 pub mod faults;
 pub mod files;
 pub mod hist;
+pub mod power;
 pub mod report;
 pub mod scheduler;
 pub mod smart;
@@ -45,7 +46,7 @@ use std::collections::VecDeque;
 use std::io::{self, BufReader};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 
 use log::{error, warn};
 use thiserror::Error;
@@ -59,6 +60,7 @@ use vssd_profile::{Profile, ReadAfterTrim};
 
 use self::faults::{FaultError, FaultInfo, FaultReport, FaultSpec, Faults, Media};
 use self::files::FileError;
+use self::power::{Armed, CutReport, CutTrigger, PowerLog, PowerReport, Record};
 pub use self::state::StateOrigin;
 use self::state::dirty_marker;
 pub use self::stats::{
@@ -116,6 +118,9 @@ pub enum DeviceError {
     /// The drive stopped after an internal failure.
     #[error("the drive has stopped: {0}")]
     Stopped(String),
+    /// The drive's power is off (`ctl power-cut`) until `ctl power-on`.
+    #[error("the drive's power is off (vssd ctl power-on)")]
+    PoweredOff,
     /// An injected media fault (`ctl fault add`) failed the request; the
     /// error is reported at the request's modelled completion time.
     #[error("injected media error (fault {fault})")]
@@ -133,7 +138,9 @@ impl DeviceError {
         match self {
             DeviceError::BadRange { .. } => Status::Invalid,
             DeviceError::Model(e) if model_error_is_request_error(e) => Status::Invalid,
-            DeviceError::Model(_) | DeviceError::Stopped(_) => Status::Stopped,
+            DeviceError::Model(_) | DeviceError::Stopped(_) | DeviceError::PoweredOff => {
+                Status::Stopped
+            }
             DeviceError::Io(e)
                 if matches!(
                     e.raw_os_error(),
@@ -185,7 +192,37 @@ struct ModelState {
     ssd: Ssd,
     /// model time = daemon time / K + offset.
     offset_ns: u64,
+    /// Writes not yet durable, the power state (under the same lock, so
+    /// in the model's order).
+    power: PowerLog,
 }
+
+/// Why a power request was refused; one line each.
+#[derive(Debug, Error)]
+pub enum PowerError {
+    /// A cut while the power is off.
+    #[error("the drive's power is off already (vssd ctl power-on)")]
+    AlreadyOff,
+    /// Power-on while it is on.
+    #[error("the drive's power is on")]
+    AlreadyOn,
+    /// An absurd trigger.
+    #[error("{0}")]
+    BadTrigger(String),
+}
+
+/// What `ctl power-cut` did: the cut's report, or the cut it armed.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PowerCutResult {
+    /// The cut, if it happened at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut: Option<CutReport>,
+    /// The cut waiting for its moment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub armed: Option<Armed>,
+}
+
+type PowerHook = Box<dyn Fn() + Send + Sync>;
 
 /// Wall time the model lock is held at most per precondition chunk.
 pub const PRECONDITION_CHUNK: std::time::Duration = std::time::Duration::from_millis(2);
@@ -238,6 +275,19 @@ pub struct Device {
     origin: StateOrigin,
     read_after_trim: ReadAfterTrim,
     faults: Faults,
+    /// Power is on (a quick test for frontends; the truth is `power.off`).
+    powered: AtomicBool,
+    /// A cut is decided and waits to be carried out by [`Self::finish_cut`].
+    cut_requested: AtomicBool,
+    /// Requests hold it shared from submission to the end of their data
+    /// I/O; a cut takes it exclusively, so it undoes writes whose data is
+    /// in the store.
+    gate: RwLock<()>,
+    /// Called when the power goes (frontends close their connections).
+    power_hooks: Mutex<Vec<PowerHook>>,
+    /// Writes are audited for power loss (the preset has no protection).
+    track: bool,
+    flush_lies: bool,
 }
 
 /// Resident memory of this process (`/proc/self/statm`), bytes; 0 if unknown.
@@ -311,11 +361,17 @@ impl Device {
         }
         log::info!("{}", origin.describe());
         let read_after_trim = opts.profile.identity().read_after_trim;
+        let track = !opts.profile.reliability.power_loss_protection;
+        let flush_lies = opts.profile.reliability.flush_lies;
         Ok(Device {
             serial: serial_for(&opts.profile),
             topology: Topology::of(&opts.profile),
             profile: opts.profile,
-            model: Mutex::new(ModelState { ssd, offset_ns: 0 }),
+            model: Mutex::new(ModelState {
+                ssd,
+                offset_ns: 0,
+                power: PowerLog::default(),
+            }),
             store,
             base_ns: scheduler::monotonic_ns(),
             scale: opts.time_scale,
@@ -329,6 +385,12 @@ impl Device {
             origin,
             read_after_trim,
             faults: Faults::default(),
+            powered: AtomicBool::new(true),
+            cut_requested: AtomicBool::new(false),
+            gate: RwLock::new(()),
+            power_hooks: Mutex::new(Vec::new()),
+            track,
+            flush_lies,
         })
     }
 
@@ -437,11 +499,12 @@ impl Device {
     /// Submit requests to the model at one instant; the completion is that
     /// of the last to finish (daemon clock).
     fn submit(&self, p: &Pending, op: Op, ranges: &[(u64, u64)]) -> Result<u64, DeviceError> {
-        self.submit_with(p, op, ranges, Payload::Unknown, |_, _, _, _| {})
+        self.submit_with(p, op, ranges, Payload::Unknown, |_, _, _, _| {}, |_, _| {})
     }
 
     /// [`Self::submit`], calling `before(ssd, model_now, offset, len)` under
-    /// the same lock just before each range is submitted.
+    /// the same lock just before each range is submitted, and
+    /// `after(state, (model_now, model_done))` once they all are.
     fn submit_with(
         &self,
         p: &Pending,
@@ -449,6 +512,7 @@ impl Device {
         ranges: &[(u64, u64)],
         payload: Payload,
         mut before: impl FnMut(&Ssd, u64, u64, u64),
+        after: impl FnOnce(&mut ModelState, (u64, u64)),
     ) -> Result<u64, DeviceError> {
         if let Some(why) = self.stopped() {
             return Err(DeviceError::Stopped(why.into()));
@@ -458,6 +522,15 @@ impl Device {
         }
         let mut m = self.lock();
         let model_now = self.model_clock(p.submit_ns()) + m.offset_ns;
+        if m.power.off {
+            return Err(DeviceError::PoweredOff);
+        }
+        if let Some(Armed::At { model_ns }) = m.power.armed
+            && model_now >= model_ns
+        {
+            self.decide_cut(&mut m, model_ns, format!("at drive time {model_ns} ns"));
+            return Err(DeviceError::PoweredOff);
+        }
         if let Some(until) = self.faults.stall_until(model_now) {
             m.ssd.hold_until(until);
         }
@@ -482,6 +555,12 @@ impl Device {
                 }
             }
         }
+        after(&mut m, (model_now, done));
+        if self.track {
+            let d = m.ssd.durability();
+            m.power.settle(d);
+            m.power.retire(model_now);
+        }
         Ok(self.scale.to_wall(done.saturating_sub(m.offset_ns)))
     }
 
@@ -489,6 +568,10 @@ impl Device {
     fn settle(&self, mut p: Pending, r: Result<u64, DeviceError>) -> Pending {
         match r {
             Ok(due) => p.finish(Status::Ok, due),
+            Err(DeviceError::PoweredOff) => {
+                log::debug!("{:?} refused: the power is off", p.op());
+                p.fail(Status::Stopped);
+            }
             Err(DeviceError::Media { fault, due }) => {
                 log::debug!("{:?} failed by injected fault {fault}", p.op());
                 p.finish(Status::IoError, due);
@@ -529,6 +612,7 @@ impl Device {
     pub fn read(&self, conn: &Connection, offset: u64, bufs: &[VolatileSlice<'_>]) -> Pending {
         let len = bufs.iter().map(|b| b.len() as u64).sum();
         let p = self.begin(conn, OpKind::Read, len);
+        let _gate = self.gate.read().unwrap_or_else(|e| e.into_inner());
         let r = self.submit(&p, Op::Read, &[(offset, len)]).and_then(|due| {
             self.media_check(Media::Read, &[(offset, len)], due)?;
             self.store.read(offset, bufs).map_err(DeviceError::Io)?;
@@ -537,6 +621,8 @@ impl Device {
             }
             Ok(due)
         });
+        drop(_gate);
+        self.finish_cut();
         self.settle(p, r)
     }
 
@@ -576,18 +662,33 @@ impl Device {
         } else {
             Payload::Unknown
         };
+        let gate = self.gate.read().unwrap_or_else(|e| e.into_inner());
+        let mut cut_during = false;
         let r = self
-            .submit_with(&p, Op::Write, &[(offset, len)], payload, |_, _, _, _| {})
+            .submit_with(
+                &p,
+                Op::Write,
+                &[(offset, len)],
+                payload,
+                |_, _, _, _| {},
+                |m, at| cut_during = self.track_write(m, &[(offset, len)], at),
+            )
             .and_then(|due| {
                 self.media_check(Media::Write, &[(offset, len)], due)?;
                 self.store.write(offset, bufs).map_err(DeviceError::Io)?;
-                if fua {
+                if cut_during {
+                    // The power went as this write arrived: never acknowledged.
+                    return Err(DeviceError::PoweredOff);
+                }
+                if fua && !self.flush_lies {
                     self.store.sync().map_err(DeviceError::Io)?;
                     let flushed = self.submit(&p, Op::Flush, &[(0, 0)])?;
                     return Ok(due.max(flushed));
                 }
                 Ok(due)
             });
+        drop(gate);
+        self.finish_cut();
         self.settle(p, r)
     }
 
@@ -597,7 +698,10 @@ impl Device {
     pub fn discard(&self, conn: &Connection, ranges: &[(u64, u64)], fua: bool) -> Pending {
         let len = ranges.iter().map(|r| r.1).sum();
         let mut p = self.begin(conn, OpKind::Discard, len);
+        let gate = self.gate.read().unwrap_or_else(|e| e.into_inner());
         let r = self.trim_ranges(conn, &mut p, Op::Trim, ranges, true, fua);
+        drop(gate);
+        self.finish_cut();
         self.settle(p, r)
     }
 
@@ -616,7 +720,10 @@ impl Device {
         // Deallocating guarantees zeros only on a drive whose trimmed LBAs
         // read as zeros (ATA RZAT, NVMe DLFEAT): any other writes them.
         let unmap = unmap && self.read_after_trim == ReadAfterTrim::Zeros;
+        let gate = self.gate.read().unwrap_or_else(|e| e.into_inner());
         let r = self.trim_ranges(conn, &mut p, Op::WriteZeroes { unmap }, ranges, unmap, fua);
+        drop(gate);
+        self.finish_cut();
         self.settle(p, r)
     }
 
@@ -640,6 +747,16 @@ impl Device {
                 model_ns = model_now;
                 if unmap {
                     outcome.add_range(ssd, offset, len);
+                }
+            },
+            |m, at| {
+                if matches!(op, Op::WriteZeroes { unmap: false }) {
+                    // Written zeros are a write like any other.
+                    self.track_write(m, ranges, at);
+                } else {
+                    for &(o, l) in ranges {
+                        m.power.clip(o, l);
+                    }
                 }
             },
         )?;
@@ -672,11 +789,246 @@ impl Device {
                 self.store.zero(o, l, unmap).map_err(DeviceError::Io)?;
             }
         }
-        if fua {
+        if fua && !self.flush_lies {
             self.store.sync().map_err(DeviceError::Io)?;
         }
         p.set_trim(outcome);
         Ok(due)
+    }
+
+    /// Audit a write of `ranges` just
+    /// submitted at `(model_now, model_done)`: its previous contents are
+    /// kept until it is durable. Returns whether an armed
+    /// `--after-writes` cut goes off with it.
+    fn track_write(
+        &self,
+        m: &mut ModelState,
+        ranges: &[(u64, u64)],
+        (now, done): (u64, u64),
+    ) -> bool {
+        if self.track {
+            let units_end = m.ssd.durability().placed;
+            for &(offset, len) in ranges {
+                if len > power::MAX_UNDO_BYTES / 4 {
+                    m.power.untracked += 1;
+                    continue;
+                }
+                let mut undo = vec![0u8; len as usize];
+                if let Err(e) = self
+                    .store
+                    .read(offset, &[VolatileSlice::from(&mut undo[..])])
+                {
+                    warn!("power-loss audit: cannot read the previous contents at {offset}: {e}");
+                    m.power.untracked += 1;
+                    continue;
+                }
+                m.power.push(Record {
+                    offset,
+                    undo,
+                    submitted_ns: now,
+                    acked_ns: done,
+                    units_end,
+                    durable_ns: None,
+                });
+            }
+        }
+        if let Some(Armed::AfterWrites { writes }) = m.power.armed {
+            if writes <= 1 {
+                self.decide_cut(m, now, "with a write (--after-writes)".into());
+                return true;
+            }
+            m.power.armed = Some(Armed::AfterWrites { writes: writes - 1 });
+        }
+        false
+    }
+
+    /// The power goes at drive time `t`: no request is taken from now on;
+    /// [`Self::finish_cut`] carries the cut out.
+    fn decide_cut(&self, m: &mut ModelState, t: u64, trigger: String) {
+        m.power.off = true;
+        m.power.armed = None;
+        m.power.pending_cut = Some((t, trigger));
+        self.powered.store(false, Relaxed);
+        self.cut_requested.store(true, Relaxed);
+    }
+
+    /// Carry out a decided cut: close the frontends' connections, wait for
+    /// the requests whose data I/O is under way, undo the lost writes,
+    /// save the state as it is after the cut.
+    fn finish_cut(&self) {
+        if !self.cut_requested.swap(false, Relaxed) {
+            return;
+        }
+        for h in self
+            .power_hooks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
+            h();
+        }
+        let _excl = self.gate.write().unwrap_or_else(|e| e.into_inner());
+        let mut m = self.lock();
+        let Some((t, trigger)) = m.power.pending_cut.take() else {
+            return;
+        };
+        let (mut lost, survived) = if self.track {
+            m.ssd.catch_up(t);
+            let d = m.ssd.durability();
+            m.power.settle(d);
+            m.power.take_lost(t)
+        } else {
+            (Vec::new(), 0)
+        };
+        // Newest first: each write's previous contents are what the one
+        // before it (or the durable data) left.
+        for r in lost.iter_mut().rev() {
+            if let Err(e) = self
+                .store
+                .write(r.offset, &[VolatileSlice::from(&mut r.undo[..])])
+            {
+                error!(
+                    "power cut: cannot restore {}+{}: {e}",
+                    r.offset,
+                    r.undo.len()
+                );
+            }
+        }
+        if let Err(e) = self.store.sync() {
+            error!("power cut: cannot sync the store: {e}");
+        }
+        let lost_report = power::lost_writes(&lost, t);
+        let lost_bytes = lost_report.iter().map(|l| l.length).sum();
+        warn!(
+            "power cut at drive time {:.3} s ({trigger}): {} writes ({lost_bytes} bytes) lost, {survived} pending ones survived{}",
+            t as f64 / 1e9,
+            lost_report.len(),
+            if self.track {
+                ""
+            } else {
+                " (power-loss protection)"
+            }
+        );
+        m.power.cuts += 1;
+        m.power.last_cut = Some(CutReport {
+            model_ns: t,
+            trigger,
+            protected: !self.track,
+            lost: lost_report,
+            lost_bytes,
+            survived,
+        });
+        drop(m);
+        if let Err(e) = self.save_state() {
+            warn!("power cut: {e}");
+        }
+    }
+
+    /// An armed `--after-ms` cut whose time has come goes off.
+    fn poll_power(&self) {
+        {
+            let mut m = self.lock();
+            let now = self.model_clock(self.now_ns()) + m.offset_ns;
+            if let Some(Armed::At { model_ns }) = m.power.armed
+                && now >= model_ns
+            {
+                self.decide_cut(&mut m, model_ns, format!("at drive time {model_ns} ns"));
+            }
+        }
+        self.finish_cut();
+    }
+
+    /// Cut the power (`ctl power-cut`) now or arm a cut.
+    pub fn power_cut(&self, trigger: CutTrigger) -> Result<PowerCutResult, PowerError> {
+        let armed = {
+            let mut m = self.lock();
+            if m.power.off {
+                return Err(PowerError::AlreadyOff);
+            }
+            let now = self.model_clock(self.now_ns()) + m.offset_ns;
+            let armed = match trigger {
+                CutTrigger::Now => None,
+                CutTrigger::AfterWrites { writes } => {
+                    if !(1..=power::MAX_AFTER_WRITES).contains(&writes) {
+                        return Err(PowerError::BadTrigger(format!(
+                            "--after-writes {writes} must be between 1 and {}",
+                            power::MAX_AFTER_WRITES
+                        )));
+                    }
+                    Some(Armed::AfterWrites { writes })
+                }
+                CutTrigger::AfterMs { ms } => {
+                    if ms > faults::MAX_PERIOD_MS {
+                        return Err(PowerError::BadTrigger(format!(
+                            "--after-ms {ms} must be at most {}",
+                            faults::MAX_PERIOD_MS
+                        )));
+                    }
+                    Some(Armed::At {
+                        model_ns: now + ms * 1_000_000,
+                    })
+                }
+                CutTrigger::Random { seed } => Some(Armed::AfterWrites {
+                    writes: 1 + vssd_common::rng::Rng::new(seed).below(1000),
+                }),
+            };
+            match armed {
+                None => self.decide_cut(&mut m, now, "now (ctl power-cut)".into()),
+                Some(a) => {
+                    log::info!("power cut armed: {a:?}");
+                    m.power.armed = Some(a);
+                }
+            }
+            armed
+        };
+        self.finish_cut();
+        let cut = match armed {
+            None => self.lock().power.last_cut.clone(),
+            Some(_) => None,
+        };
+        Ok(PowerCutResult { cut, armed })
+    }
+
+    /// Power back on (`ctl power-on`): requests and connections are taken again.
+    pub fn power_on(&self) -> Result<(), PowerError> {
+        let mut m = self.lock();
+        if !m.power.off {
+            return Err(PowerError::AlreadyOn);
+        }
+        m.power.off = false;
+        self.powered.store(true, Relaxed);
+        log::info!("power on");
+        Ok(())
+    }
+
+    /// Whether the drive has power (frontends refuse connections without).
+    pub fn powered(&self) -> bool {
+        self.powered.load(Relaxed)
+    }
+
+    /// Call `hook` whenever the power goes (a frontend closes its
+    /// connections, as a real power loss does).
+    pub fn on_power_cut(&self, hook: impl Fn() + Send + Sync + 'static) {
+        self.power_hooks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Box::new(hook));
+    }
+
+    /// The power state and the audit.
+    pub fn power_report(&self) -> PowerReport {
+        let m = self.lock();
+        PowerReport {
+            powered: !m.power.off,
+            armed: m.power.armed,
+            power_loss_protection: !self.track,
+            flush_lies: self.flush_lies,
+            cuts: m.power.cuts,
+            last_cut: m.power.last_cut.clone(),
+            pending_writes: m.power.records.len() as u64,
+            pending_undo_bytes: m.power.undo_bytes,
+            untracked_writes: m.power.untracked,
+        }
     }
 
     /// An injected media fault over `ranges` fails the request, reported at `due`.
@@ -707,7 +1059,11 @@ impl Device {
 
     /// The injected faults and what they did.
     pub fn faults(&self) -> FaultReport {
-        self.faults.report()
+        self.poll_power();
+        FaultReport {
+            power: self.power_report(),
+            ..self.faults.report()
+        }
     }
 
     /// TRIM log records after sequence number `after` (at most `max`), and
@@ -719,11 +1075,19 @@ impl Device {
     /// Make everything written so far durable, then flush the drive's buffer.
     pub fn flush(&self, conn: &Connection) -> Pending {
         let p = self.begin(conn, OpKind::Flush, 0);
-        let r = self
-            .store
-            .sync()
-            .map_err(DeviceError::Io)
-            .and_then(|()| self.submit(&p, Op::Flush, &[(0, 0)]));
+        let gate = self.gate.read().unwrap_or_else(|e| e.into_inner());
+        let r = if self.flush_lies {
+            // A drive that lies about flushes answers at once and programs
+            // nothing (no range: the model is not asked).
+            self.submit(&p, Op::Flush, &[])
+        } else {
+            self.store
+                .sync()
+                .map_err(DeviceError::Io)
+                .and_then(|()| self.submit(&p, Op::Flush, &[(0, 0)]))
+        };
+        drop(gate);
+        self.finish_cut();
         self.settle(p, r)
     }
 
@@ -744,6 +1108,7 @@ impl Device {
     /// Record a counter sample for the recent write-amplification window
     /// (call about once a second).
     pub fn sample(&self) {
+        self.poll_power();
         let c = self.counters();
         let mut s = self.samples.lock().unwrap_or_else(|e| e.into_inner());
         if s.len() == SAMPLES_KEPT {
@@ -804,7 +1169,7 @@ impl Device {
             counters,
             lateness: hist::Summary::of(self.stats.lateness()),
             ops: self.stats.ops_report(),
-            faults: self.faults.report(),
+            faults: self.faults(),
         }
     }
 
@@ -813,6 +1178,10 @@ impl Device {
         let mut m = self.lock();
         self.store.erase_all().map_err(DeviceError::Io)?;
         m.ssd.secure_erase();
+        // Nothing written before is there to lose (and the model counts
+        // placed units from zero again).
+        m.power.records.clear();
+        m.power.undo_bytes = 0;
         self.ftl_describes_data.store(true, Relaxed);
         self.stats.reset();
         self.samples
@@ -923,5 +1292,7 @@ fn sample_payload(bufs: &[VolatileSlice<'_>], len: u64) -> Payload {
     vssd_model::payload::estimate(&sample[..n])
 }
 
+#[cfg(test)]
+mod power_tests;
 #[cfg(test)]
 mod tests;

@@ -5,6 +5,7 @@
 //! `hybrid/`, ...) combine them. The vocabulary is the crate's (see the
 //! glossary in [`crate`]).
 
+use super::Durability;
 use super::blocks::Blocks;
 use super::buffer::WriteBuffer;
 use super::geo::Geo;
@@ -14,7 +15,7 @@ use super::reduction::Reduction;
 use super::release::DeferredRelease;
 use super::slc::SlcCache;
 use super::timeline::Timelines;
-use super::types::{Broken, Count, Raw};
+use super::types::{Broken, Count, Raw, Stream};
 use super::victims::Collections;
 use super::{Completion, Counters, ModelError, Op, Payload, Request};
 use vssd_profile::Profile;
@@ -46,6 +47,9 @@ pub struct Ssd {
     pub(super) scheme: MappingScheme,
     pub(super) raw: Raw,
     pub(super) seed: u64,
+    /// Host units placed so far (each host write places one per mapping
+    /// unit it covers), for [`Ssd::durability`]. Not saved.
+    pub(super) host_units_placed: u64,
     /// Set when the model found its state broken ([`ModelError::Internal`]):
     /// every later request is refused and the state is not saved.
     pub(super) damaged: Option<&'static str>,
@@ -69,6 +73,7 @@ impl Ssd {
             scheme: MappingScheme::new(&geo),
             raw: Raw::default(),
             seed,
+            host_units_placed: 0,
             damaged: None,
             geo,
         }
@@ -246,6 +251,33 @@ impl Ssd {
             submit_ns: now,
             done_ns: done,
         })
+    }
+
+    /// Where the host data written so far is: of the `placed` host units
+    /// (in the order the host wrote them), the last `open` sit in open
+    /// dpages not yet programmed (a FLUSH, idle time or later writes
+    /// program them); every other one is in a program that is done by
+    /// `programmed_by_ns` (0 without a write buffer: a write then
+    /// completes only once its data is in NAND).
+    pub fn durability(&self) -> Durability {
+        let open = if self.scheme.is_hybrid() {
+            // Hybrid mapping programs partly filled dpages at the end of
+            // each request.
+            0
+        } else {
+            (0..self.geo.dies as usize)
+                .map(|d| self.blocks.wp(Stream::Host, d).slot() as u64)
+                .sum()
+        };
+        Durability {
+            placed: self.host_units_placed,
+            open,
+            programmed_by_ns: if self.geo.buffer_units > 0 {
+                self.buffer.last_release()
+            } else {
+                0
+            },
+        }
     }
 
     /// Hold the drive until `until_ns`: no host command starts before then

@@ -130,6 +130,21 @@ pub struct Wear {
     pub erase_growth: f64,
 }
 
+/// `[reliability]`: how the drive behaves when its power goes
+/// (`vssd ctl power-cut`, see docs/faults.md).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Reliability {
+    /// Power-loss protection (capacitors that let the drive program its
+    /// write buffer after the power goes, as the Intel 320 had): a power
+    /// cut loses nothing acknowledged.
+    pub power_loss_protection: bool,
+    /// The drive lies about flushes: FLUSH (and FUA) complete at once
+    /// without programming the write buffer, so they protect nothing
+    /// from a power cut. Off by default; no preset sets it.
+    pub flush_lies: bool,
+}
+
 /// `[controller]`: controller traits that are not timings.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
