@@ -336,6 +336,17 @@ fn encode_report(dev: &Device, r: &StatsReport, e: &mut Enc<'_, '_>) -> std::fmt
 
     let f = &r.faults;
     e.gauge(
+        "vssd_read_only",
+        "1 once the drive is worn out and read-only ([wear] end_of_life)",
+        if f.read_only { 1.0 } else { 0.0 },
+    )?;
+    e.gauge(
+        "vssd_powered",
+        "0 while the drive's power is cut (ctl power-cut)",
+        if f.power.powered { 1.0 } else { 0.0 },
+    )?;
+    e.counter("vssd_power_cuts", "Power cuts so far", f.power.cuts)?;
+    e.gauge(
         "vssd_faults_active",
         "Injected faults registered now (ctl fault list)",
         f.active.len() as f64,

@@ -600,3 +600,73 @@ fn nbd_power_cut_loses_exactly_what_ctl_says() {
         serve.stop_ok();
     }
 }
+
+/// `ctl precondition --wear 100` on a preset that goes read-only at end
+/// of life (intel-320-120): writes fail with EIO, reads still return the
+/// data; on one that keeps going (crucial-m4-128) writes go on; a preset
+/// without rated cycles refuses to be aged.
+#[test]
+fn worn_out_intel_goes_read_only_and_others_keep_going() {
+    for (preset, read_only) in [("intel-320-120", true), ("crucial-m4-128", false)] {
+        let dir = scratch_dir();
+        let sock = dir.path().join("nbd.sock");
+        let serve = Serve::start_with(
+            dir.path(),
+            &[
+                "--profile",
+                preset,
+                "--capacity",
+                "64M",
+                "--memory",
+                "--nbd",
+                &format!("unix:{}", sock.display()),
+            ],
+            false,
+        );
+        nbdsh(&sock, "h.pwrite(b'\\x33' * 65536, 0)\nh.flush()");
+        for bad in ["0", "1001", "nan", "-5"] {
+            let out = ctl(&serve.control, &["precondition", &format!("--wear={bad}")]);
+            assert!(!out.status.success(), "--wear {bad} accepted");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains("(0, 1000]"), "--wear {bad}: {err}");
+        }
+        let half = ctl_json(&serve.control, &["precondition", "--wear", "50"]);
+        assert!(half["counters"]["erase_count_min"].as_u64().unwrap() > 0);
+        let list = ctl_json(&serve.control, &["fault", "list"]);
+        assert_eq!(list["read_only"], false, "{preset} at 50 %");
+        ctl_json(&serve.control, &["precondition", "--wear", "100"]);
+        let smart = ctl_json(&serve.control, &["smart"]);
+        assert!(smart["percent_used"].as_f64().unwrap() >= 100.0, "{smart}");
+        let list = ctl_json(&serve.control, &["fault", "list"]);
+        assert_eq!(list["read_only"], read_only, "{preset}: {list}");
+        let out = nbdsh(
+            &sock,
+            &format!(
+                "{PROBES}print('W', wprobe(65536, 4096, 0x44))\nprint('R', sorted(set(h.pread(65536, 0))))\n"
+            ),
+        );
+        assert_eq!(
+            line(&out, "W "),
+            if read_only { "EIO" } else { "OK" },
+            "{preset}"
+        );
+        assert_eq!(line(&out, "R "), "[51]", "{preset}: reads work");
+        serve.stop_ok();
+    }
+    let dir = scratch_dir();
+    let serve = Serve::start(
+        dir.path(),
+        &[
+            "--profile",
+            "sata-mlc-2011",
+            "--capacity",
+            "64M",
+            "--memory",
+        ],
+    );
+    let out = ctl(&serve.control, &["precondition", "--wear", "50"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no [wear] rated_pe_cycles"), "{err}");
+    serve.stop_ok();
+}

@@ -164,6 +164,18 @@ pub fn stats(r: &StatsReport) -> String {
     if let Some(why) = &d.stopped {
         let _ = writeln!(o, "STOPPED      {why}");
     }
+    if !r.faults.power.powered {
+        let _ = writeln!(
+            o,
+            "POWER OFF    after ctl power-cut; ctl power-on brings it back"
+        );
+    }
+    if r.faults.read_only {
+        let _ = writeln!(
+            o,
+            "END OF LIFE  worn out and read-only: writes fail, reads work"
+        );
+    }
     let conn = &r.connection;
     let _ = writeln!(
         o,
@@ -455,6 +467,12 @@ pub fn faults(r: &FaultReport) -> String {
     }
     let _ = writeln!(o, "{}", fault_counters(r));
     let _ = write!(o, "{}", power(&r.power));
+    if r.read_only {
+        let _ = writeln!(
+            o,
+            "END OF LIFE  the drive is worn out and read-only: writes fail, reads work"
+        );
+    }
     o
 }
 
@@ -626,6 +644,7 @@ pub fn trim_record(r: &TrimRecord) -> String {
 pub fn step_name(s: &Step) -> String {
     match s {
         Step::TrimAll => "trim all".into(),
+        Step::Wear { percent } => format!("wear to {percent} % of the rated cycles"),
         Step::FillSeq { bs } => format!("sequential fill, {} writes", format_size(*bs)),
         Step::Random { bs, amount } => {
             format!("random {} writes, {amount}", format_size(*bs))

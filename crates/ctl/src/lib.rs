@@ -136,9 +136,14 @@ pub enum CtlCmd {
         json: bool,
     },
     /// Age the drive in model time without touching data
-    /// (steps run in this order: --trim-all, --fill, --random).
+    /// (steps run in this order: --wear, --trim-all, --fill, --random).
     /// Guest I/O goes on meanwhile; Ctrl-C cancels (what is done stays done).
     Precondition {
+        /// Wear the NAND to PERCENT of its rated P/E cycles at once (every
+        /// block, wear levelled; presets that go read-only at end of life
+        /// do at 100).
+        #[arg(long, value_name = "PERCENT")]
+        wear: Option<f64>,
         /// TRIM the whole drive first.
         #[arg(long)]
         trim_all: bool,
@@ -626,6 +631,7 @@ pub fn run(args: CtlArgs) -> Result<(), CtlError> {
             }
         }
         CtlCmd::Precondition {
+            wear,
             trim_all,
             fill,
             fill_bs,
@@ -635,6 +641,15 @@ pub fn run(args: CtlArgs) -> Result<(), CtlError> {
             json,
         } => {
             let mut steps = Vec::new();
+            if let Some(percent) = wear {
+                // Checked here too: JSON has no NaN or infinity to send.
+                if !(percent.is_finite() && percent > 0.0 && percent <= 1000.0) {
+                    return Err(CtlError::Usage(format!(
+                        "--wear {percent} must be in (0, 1000] percent"
+                    )));
+                }
+                steps.push(Step::Wear { percent });
+            }
             if trim_all {
                 steps.push(Step::TrimAll);
             }
@@ -652,7 +667,8 @@ pub fn run(args: CtlArgs) -> Result<(), CtlError> {
             }
             if steps.is_empty() {
                 return Err(CtlError::Usage(
-                    "precondition: give --trim-all, --fill seq and/or --random SIZE".into(),
+                    "precondition: give --wear PERCENT, --trim-all, --fill seq and/or --random SIZE"
+                        .into(),
                 ));
             }
             let names: Vec<String> = steps.iter().map(format::step_name).collect();

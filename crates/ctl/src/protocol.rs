@@ -143,6 +143,12 @@ pub enum Step {
         /// Write size, bytes.
         bs: u64,
     },
+    /// Age the NAND: every block to at least `percent` of the rated P/E
+    /// cycles (run by the daemon before the write steps; data untouched).
+    Wear {
+        /// Percent of the rated cycles, (0, 1000].
+        percent: f64,
+    },
     /// Random `bs` writes, `amount` in total: bytes (`"64G"`) or a multiple of the capacity (`"2x"`).
     Random {
         /// Write size, bytes.
@@ -167,6 +173,9 @@ pub fn model_steps(steps: &[Step], capacity: u64) -> Result<Vec<Precondition>, S
     steps
         .iter()
         .map(|s| match s {
+            Step::Wear { .. } => Err(
+                "a wear step ages the daemon's drive, not a write step the model replays".into(),
+            ),
             Step::TrimAll => Ok(Precondition::TrimAll),
             Step::FillSeq { bs } => {
                 check_bs("fill-seq", *bs)?;

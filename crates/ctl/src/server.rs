@@ -14,7 +14,7 @@ use log::{debug, info, warn};
 
 use super::protocol::{
     CtlReply, CtlRequest, EraseResult, FaultAddResult, FaultClearResult, IdleResult,
-    PreconditionResult, Progress, ProgressLine, TrimLogResult, model_steps,
+    PreconditionResult, Progress, ProgressLine, Step, TrimLogResult, model_steps,
 };
 use vssd_device::Device;
 
@@ -94,10 +94,21 @@ pub fn handle_line(
             seed,
             progress,
         } => {
-            let model = match model_steps(&steps, device.capacity()) {
+            let (wear, writes): (Vec<Step>, Vec<Step>) = steps
+                .iter()
+                .cloned()
+                .partition(|s| matches!(s, Step::Wear { .. }));
+            let model = match model_steps(&writes, device.capacity()) {
                 Ok(m) => m,
                 Err(e) => return CtlReply::err(e),
             };
+            for w in &wear {
+                if let Step::Wear { percent } = w
+                    && let Err(e) = device.age(*percent)
+                {
+                    return CtlReply::err(e);
+                }
+            }
             let mut last = Instant::now();
             let mut write_failed = false;
             let r = device.precondition(&model, seed, &mut |done, total| {

@@ -145,6 +145,9 @@ pub struct FaultReport {
     /// The power state and what the latest power cut lost.
     #[serde(default)]
     pub power: super::power::PowerReport,
+    /// Worn out and read-only (`[wear] end_of_life = "read-only"`).
+    #[serde(default)]
+    pub read_only: bool,
 }
 
 struct Entry {
@@ -285,6 +288,7 @@ impl Faults {
         FaultReport {
             active,
             power: Default::default(),
+            read_only: false,
             counters: FaultCounters {
                 read_errors_injected: self.read_errors.load(Relaxed),
                 write_errors_injected: self.write_errors.load(Relaxed),

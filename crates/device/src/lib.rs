@@ -56,7 +56,7 @@ use vssd_common::clock::TimeScale;
 use vssd_model::{
     Counters, ModelError, Op, Payload, PersistError, Precondition, PreconditionRun, Request, Ssd,
 };
-use vssd_profile::{Profile, ReadAfterTrim};
+use vssd_profile::{EndOfLife, Profile, ReadAfterTrim};
 
 use self::faults::{FaultError, FaultInfo, FaultReport, FaultSpec, Faults, Media};
 use self::files::FileError;
@@ -118,6 +118,9 @@ pub enum DeviceError {
     /// The drive stopped after an internal failure.
     #[error("the drive has stopped: {0}")]
     Stopped(String),
+    /// The drive is worn out and read-only (`[wear] end_of_life`).
+    #[error("the drive is worn out (rated P/E cycles reached) and read-only")]
+    ReadOnly,
     /// The drive's power is off (`ctl power-cut`) until `ctl power-on`.
     #[error("the drive's power is off (vssd ctl power-on)")]
     PoweredOff,
@@ -287,6 +290,8 @@ pub struct Device {
     power_hooks: Mutex<Vec<PowerHook>>,
     /// Writes are audited for power loss (the preset has no protection).
     track: bool,
+    /// Worn out with `end_of_life = "read-only"`: writes fail.
+    read_only: AtomicBool,
     flush_lies: bool,
 }
 
@@ -391,6 +396,7 @@ impl Device {
             power_hooks: Mutex::new(Vec::new()),
             track,
             flush_lies,
+            read_only: AtomicBool::new(false),
         })
     }
 
@@ -525,6 +531,9 @@ impl Device {
         if m.power.off {
             return Err(DeviceError::PoweredOff);
         }
+        if !matches!(op, Op::Read | Op::Flush) && self.read_only.load(Relaxed) {
+            return Err(DeviceError::ReadOnly);
+        }
         if let Some(Armed::At { model_ns }) = m.power.armed
             && model_now >= model_ns
         {
@@ -568,6 +577,10 @@ impl Device {
     fn settle(&self, mut p: Pending, r: Result<u64, DeviceError>) -> Pending {
         match r {
             Ok(due) => p.finish(Status::Ok, due),
+            Err(DeviceError::ReadOnly) => {
+                log::debug!("{:?} refused: the drive is read-only", p.op());
+                p.fail(Status::IoError);
+            }
             Err(DeviceError::PoweredOff) => {
                 log::debug!("{:?} refused: the power is off", p.op());
                 p.fail(Status::Stopped);
@@ -938,6 +951,47 @@ impl Device {
         self.finish_cut();
     }
 
+    /// A drive whose preset goes read-only at end of life does once its
+    /// mean erase count reaches the rated cycles.
+    fn check_end_of_life(&self, ssd: &Ssd) {
+        if self.profile.wear.end_of_life == EndOfLife::ReadOnly
+            && !self.read_only.load(Relaxed)
+            && ssd.worn_out()
+        {
+            self.read_only.store(true, Relaxed);
+            warn!(
+                "the drive has reached its rated {} P/E cycles and is read-only from now on (as its kind was)",
+                self.profile.wear.rated_pe_cycles
+            );
+        }
+    }
+
+    /// Whether the drive is worn out and read-only.
+    pub fn read_only(&self) -> bool {
+        self.read_only.load(Relaxed)
+    }
+
+    /// Age the NAND fast (`ctl precondition --wear PERCENT`): every block
+    /// to at least `percent` of the rated P/E cycles (data untouched).
+    /// Returns the erases added.
+    pub fn age(&self, percent: f64) -> Result<u64, String> {
+        if self.profile.wear.rated_pe_cycles == 0 {
+            return Err(format!(
+                "profile {} has no [wear] rated_pe_cycles: there is no rated life to age it towards",
+                self.profile.name
+            ));
+        }
+        if !(percent.is_finite() && percent > 0.0 && percent <= 1000.0) {
+            return Err(format!("--wear {percent} must be in (0, 1000] percent"));
+        }
+        let mut m = self.lock();
+        let added = m.ssd.age_to(percent);
+        self.check_end_of_life(&m.ssd);
+        drop(m);
+        log::info!("aged the NAND to {percent} % of its rated cycles ({added} erases)");
+        Ok(added)
+    }
+
     /// Cut the power (`ctl power-cut`) now or arm a cut.
     pub fn power_cut(&self, trigger: CutTrigger) -> Result<PowerCutResult, PowerError> {
         let armed = {
@@ -1062,6 +1116,7 @@ impl Device {
         self.poll_power();
         FaultReport {
             power: self.power_report(),
+            read_only: self.read_only(),
             ..self.faults.report()
         }
     }
@@ -1109,6 +1164,7 @@ impl Device {
     /// (call about once a second).
     pub fn sample(&self) {
         self.poll_power();
+        self.check_end_of_life(&self.lock().ssd);
         let c = self.counters();
         let mut s = self.samples.lock().unwrap_or_else(|e| e.into_inner());
         if s.len() == SAMPLES_KEPT {
@@ -1257,6 +1313,7 @@ impl Device {
                 break p.model_now_ns;
             }
         };
+        self.check_end_of_life(&self.lock().ssd);
         Ok(PreconditionOutcome {
             model_ns: end.saturating_sub(start),
             cancelled,

@@ -313,3 +313,31 @@ fn a_discard_takes_what_it_covers_out_of_the_audit() {
     let want = if lost_tail { 0 } else { 9 };
     assert!(back[32 << 10..].iter().all(|&b| b == want));
 }
+
+#[test]
+fn a_worn_out_intel_drive_is_read_only_and_keeps_its_data() {
+    let dev = device("intel-320-120", |_| {});
+    let conn = dev.register_frontend("test", "", "").connect("");
+    let w = W {
+        offset: 0,
+        len: 4096,
+        byte: 5,
+        flushed: true,
+    };
+    assert_eq!(write(&dev, &conn, &w, true), Status::Ok);
+    dev.age(99.0).unwrap();
+    assert!(!dev.read_only());
+    assert_eq!(write(&dev, &conn, &w, false), Status::Ok);
+    dev.age(100.0).unwrap();
+    assert!(dev.read_only());
+    assert_eq!(write(&dev, &conn, &w, false), Status::IoError);
+    let d = dev.discard(&conn, &[(0, 4096)], false);
+    assert_eq!(d.status(), Status::IoError);
+    d.complete(dev.now_ns());
+    assert!(read(&dev, &conn, 0, 4096).iter().all(|&b| b == 5));
+    assert!(dev.faults().read_only);
+    invariants(&dev);
+    assert!(dev.age(0.0).is_err() && dev.age(f64::NAN).is_err());
+    let plain = device("sata-mlc-2011", |_| {});
+    assert!(plain.age(50.0).unwrap_err().contains("rated_pe_cycles"));
+}

@@ -280,6 +280,33 @@ impl Ssd {
         }
     }
 
+    /// Age the NAND fast: every block in service to at least `percent` of
+    /// the rated P/E cycles (wear levelled, as a drive that wrote that
+    /// much evenly). The erases count in the counters, and program and
+    /// erase times grow with them as the profile's `[wear]` says. Data and
+    /// mapping are untouched. Returns the erases added (0 without rated
+    /// cycles or when already that worn).
+    pub fn age_to(&mut self, percent: f64) -> u64 {
+        if self.geo.rated_pe == 0 || !percent.is_finite() || percent <= 0.0 {
+            return 0;
+        }
+        let target = (self.geo.rated_pe as f64 * percent / 100.0).ceil();
+        let added = self.blocks.age_to(target.min(u32::MAX as f64) as u32);
+        self.raw.add(Count::Erases, added);
+        added
+    }
+
+    /// Whether the mean erase count has reached the rated P/E cycles
+    /// (false without rated cycles).
+    pub fn worn_out(&self) -> bool {
+        if self.geo.rated_pe == 0 {
+            return false;
+        }
+        let in_service = (self.blocks.count() - self.geo.retired as usize).max(1);
+        let (_, _, sum) = self.blocks.wear();
+        sum >= self.geo.rated_pe as u64 * in_service as u64
+    }
+
     /// Hold the drive until `until_ns`: no host command starts before then
     /// (a firmware stall; commands already started finish as planned).
     pub fn hold_until(&mut self, until_ns: u64) {
@@ -335,6 +362,25 @@ mod tests {
             len,
             payload: Payload::Unknown,
         }
+    }
+
+    #[test]
+    fn ageing_wears_every_block_and_reaches_end_of_life_at_100_percent() {
+        let mut p = tiny("4KiB", "4KiB", 1, "64KiB", "greedy", 0.0);
+        p.wear.rated_pe_cycles = 1000;
+        let mut ssd = Ssd::new(&p, 1);
+        assert!(!ssd.worn_out());
+        let added = ssd.age_to(50.0);
+        let c = ssd.counters();
+        assert_eq!(c.erase_count_min, 500);
+        assert_eq!(c.erases, added);
+        assert!(!ssd.worn_out());
+        assert_eq!(ssd.age_to(10.0), 0, "ageing never takes wear away");
+        ssd.age_to(100.0);
+        assert!(ssd.worn_out());
+        ssd.check_invariants().unwrap();
+        // Writes still work in the model: end-of-life behaviour is the device's.
+        ssd.submit(0, &req(Op::Write, 0, 4096)).unwrap();
     }
 
     #[test]

@@ -14,7 +14,8 @@ mod validate;
 
 use period::is_default;
 pub use period::{
-    Controller, Mapping, MappingPolicy, Reduction, Reliability, SlcCache, SlcMode, Spec, Trim, Wear,
+    Controller, EndOfLife, Mapping, MappingPolicy, Reduction, Reliability, SlcCache, SlcMode, Spec,
+    Trim, Wear,
 };
 
 pub use identity::{Identity, IdentitySpec, ReadAfterTrim, SmartSet};
