@@ -1236,8 +1236,7 @@ impl Device {
         m.ssd.secure_erase();
         // Nothing written before is there to lose (and the model counts
         // placed units from zero again).
-        m.power.records.clear();
-        m.power.undo_bytes = 0;
+        m.power.clear();
         self.ftl_describes_data.store(true, Relaxed);
         self.stats.reset();
         self.samples

@@ -178,6 +178,9 @@ impl Record {
 #[derive(Debug, Default)]
 pub(crate) struct PowerLog {
     pub records: VecDeque<Record>,
+    /// The first `settled` records have their durable time (settling is
+    /// in order, so [`Self::settle`] starts after them).
+    settled: usize,
     pub undo_bytes: u64,
     pub untracked: u64,
     pub armed: Option<Armed>,
@@ -193,15 +196,21 @@ impl PowerLog {
     /// when (each no earlier than its acknowledgement).
     pub fn settle(&mut self, d: Durability) {
         let programmed = d.placed.saturating_sub(d.open);
-        for r in self.records.iter_mut() {
+        for r in self.records.range_mut(self.settled..) {
             if r.units_end > programmed {
                 // Placed in order: the later ones are not programmed either.
                 break;
             }
-            if r.durable_ns.is_none() {
-                r.durable_ns = Some(d.programmed_by_ns.max(r.acked_ns));
-            }
+            r.durable_ns = Some(d.programmed_by_ns.max(r.acked_ns));
+            self.settled += 1;
         }
+    }
+
+    /// Forget every pending write (a secure erase).
+    pub fn clear(&mut self) {
+        self.records.clear();
+        self.undo_bytes = 0;
+        self.settled = 0;
     }
 
     /// Forget the writes durable by drive time `now`.
@@ -211,6 +220,7 @@ impl PowerLog {
                 Some(t) if t <= now => {
                     self.undo_bytes -= r.len();
                     self.records.pop_front();
+                    self.settled -= 1;
                 }
                 _ => break,
             }
@@ -227,6 +237,7 @@ impl PowerLog {
             };
             self.undo_bytes -= old.len();
             self.untracked += 1;
+            self.settled = self.settled.saturating_sub(1);
         }
     }
 
@@ -263,6 +274,11 @@ impl PowerLog {
         }
         self.records = out;
         self.undo_bytes = self.records.iter().map(Record::len).sum();
+        self.settled = self
+            .records
+            .iter()
+            .take_while(|r| r.durable_ns.is_some())
+            .count();
     }
 
     /// The writes lost by a cut at `t` (after a final [`Self::settle`]),
@@ -278,6 +294,7 @@ impl PowerLog {
             }
         }
         self.undo_bytes = 0;
+        self.settled = 0;
         (lost, survived)
     }
 }
@@ -321,6 +338,14 @@ mod tests {
             placed: 3,
             open: 1,
             programmed_by_ns: 1000,
+        });
+        let d: Vec<_> = log.records.iter().map(|r| r.durable_ns).collect();
+        assert_eq!(d, [Some(1000), Some(1000), None]);
+        // Settling again later gives the settled ones no new time.
+        log.settle(Durability {
+            placed: 3,
+            open: 1,
+            programmed_by_ns: 2000,
         });
         let d: Vec<_> = log.records.iter().map(|r| r.durable_ns).collect();
         assert_eq!(d, [Some(1000), Some(1000), None]);
