@@ -670,3 +670,102 @@ fn worn_out_intel_goes_read_only_and_others_keep_going() {
     assert!(err.contains("no [wear] rated_pe_cycles"), "{err}");
     serve.stop_ok();
 }
+
+/// The same through vhost-user with vssd's own driver: a flushed write, a
+/// cut armed for the fourth of four more writes (its status is IOERR,
+/// nothing else reaches the drive until power-on), then each sector of
+/// the unflushed writes holds what `ctl fault list` says.
+#[test]
+fn vhost_user_power_cut_loses_exactly_what_ctl_says() {
+    let dir = scratch_dir();
+    let serve = Serve::start(
+        dir.path(),
+        &[
+            "--profile",
+            "sata-mlc-2011",
+            "--capacity",
+            "64M",
+            "--memory",
+        ],
+    );
+    let mut d = BlkDriver::connect(&serve.socket, &DriverOptions::default()).expect("connect");
+    let s = Scratch::new(&mut d, 1 << 20).unwrap();
+    let a = BlkOp::Write {
+        sector: 0,
+        data: vec![0x11; 1 << 20],
+    };
+    assert_eq!(blk::run(&mut d, 0, &s, &a, T).unwrap().status, OK);
+    assert_eq!(
+        blk::run(&mut d, 0, &s, &BlkOp::Flush, T).unwrap().status,
+        OK
+    );
+    ctl_json(&serve.control, &["power-cut", "--after-writes", "4"]);
+    for i in 0..4u64 {
+        let w = BlkOp::Write {
+            sector: 4096 + i * 128,
+            data: vec![0x22 + i as u8; 64 << 10],
+        };
+        let st = blk::run(&mut d, 0, &s, &w, T).unwrap().status;
+        assert_eq!(st, if i == 3 { IOERR } else { OK }, "write {i}");
+    }
+    // The power is off: every request fails.
+    let r = blk::run(
+        &mut d,
+        0,
+        &s,
+        &BlkOp::Read {
+            sector: 0,
+            len: 4096,
+        },
+        T,
+    )
+    .unwrap();
+    assert_eq!(r.status, IOERR, "a read while the power is off");
+    let list = ctl_json(&serve.control, &["fault", "list"]);
+    let lost: Vec<(u64, u64)> = list["power"]["last_cut"]["lost"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| (l["offset"].as_u64().unwrap(), l["length"].as_u64().unwrap()))
+        .collect();
+    assert!(lost.contains(&((4096 + 3 * 128) * 512, 65536)), "{list}");
+    ctl_json(&serve.control, &["power-on"]);
+    let r = blk::run(
+        &mut d,
+        0,
+        &s,
+        &BlkOp::Read {
+            sector: 0,
+            len: 1 << 20,
+        },
+        T,
+    )
+    .unwrap();
+    assert!(
+        r.status == OK && r.data.iter().all(|&b| b == 0x11),
+        "flushed data"
+    );
+    let r = blk::run(
+        &mut d,
+        0,
+        &s,
+        &BlkOp::Read {
+            sector: 4096,
+            len: 4 << 16,
+        },
+        T,
+    )
+    .unwrap();
+    assert_eq!(r.status, OK);
+    for (sec, chunk) in r.data.chunks(512).enumerate() {
+        let at = (4096 + sec as u64) * 512;
+        let is_lost = lost.iter().any(|&(o, l)| o <= at && at < o + l);
+        let want = if is_lost { 0 } else { 0x22 + (sec / 128) as u8 };
+        assert!(
+            chunk.iter().all(|&b| b == want),
+            "sector {sec}: want {want:#x} (lost {lost:?})"
+        );
+    }
+    drop(d);
+    serve.stop_ok();
+}
