@@ -677,6 +677,7 @@ impl Device {
         };
         let gate = self.gate.read().unwrap_or_else(|e| e.into_inner());
         let mut cut_during = false;
+        let mut media = None;
         let r = self
             .submit_with(
                 &p,
@@ -684,10 +685,16 @@ impl Device {
                 &[(offset, len)],
                 payload,
                 |_, _, _, _| {},
-                |m, at| cut_during = self.track_write(m, &[(offset, len)], at),
+                |m, at| {
+                    // A write an injected fault fails changes nothing to lose.
+                    media = self.faults.media_hit(Media::Write, &[(offset, len)]);
+                    cut_during = self.track_write(m, &[(offset, len)], at, media.is_none());
+                },
             )
             .and_then(|due| {
-                self.media_check(Media::Write, &[(offset, len)], due)?;
+                if let Some(fault) = media {
+                    return Err(DeviceError::Media { fault, due });
+                }
                 self.store.write(offset, bufs).map_err(DeviceError::Io)?;
                 if cut_during {
                     // The power went as this write arrived: never acknowledged.
@@ -751,6 +758,8 @@ impl Device {
     ) -> Result<u64, DeviceError> {
         let mut outcome = TrimOutcome::default();
         let mut model_ns = 0;
+        let mut media = None;
+        let mut cut_during = false;
         let due = self.submit_with(
             p,
             op,
@@ -763,18 +772,21 @@ impl Device {
                 }
             },
             |m, at| {
+                if matches!(op, Op::WriteZeroes { .. }) {
+                    media = self.faults.media_hit(Media::Write, ranges);
+                }
                 if matches!(op, Op::WriteZeroes { unmap: false }) {
                     // Written zeros are a write like any other.
-                    self.track_write(m, ranges, at);
-                } else {
+                    cut_during = self.track_write(m, ranges, at, media.is_none());
+                } else if media.is_none() {
                     for &(o, l) in ranges {
                         m.power.clip(o, l);
                     }
                 }
             },
         )?;
-        if matches!(op, Op::WriteZeroes { .. }) {
-            self.media_check(Media::Write, ranges, due)?;
+        if let Some(fault) = media {
+            return Err(DeviceError::Media { fault, due });
         }
         self.trim_log.push(TrimRecord {
             seq: 0,
@@ -802,6 +814,10 @@ impl Device {
                 self.store.zero(o, l, unmap).map_err(DeviceError::Io)?;
             }
         }
+        if cut_during {
+            // The power went as these zeros arrived: never acknowledged.
+            return Err(DeviceError::PoweredOff);
+        }
         if fua && !self.flush_lies {
             self.store.sync().map_err(DeviceError::Io)?;
         }
@@ -809,17 +825,18 @@ impl Device {
         Ok(due)
     }
 
-    /// Audit a write of `ranges` just
-    /// submitted at `(model_now, model_done)`: its previous contents are
-    /// kept until it is durable. Returns whether an armed
-    /// `--after-writes` cut goes off with it.
+    /// Audit a write of `ranges` just submitted at `(model_now,
+    /// model_done)` (if `record`: its previous contents are kept until it
+    /// is durable). Returns whether an armed `--after-writes` cut goes off
+    /// with it.
     fn track_write(
         &self,
         m: &mut ModelState,
         ranges: &[(u64, u64)],
         (now, done): (u64, u64),
+        record: bool,
     ) -> bool {
-        if self.track {
+        if self.track && record {
             let units_end = m.ssd.durability().placed;
             for &(offset, len) in ranges {
                 if len > power::MAX_UNDO_BYTES / 4 {
@@ -1231,6 +1248,9 @@ impl Device {
 
     /// Back to a fresh drive: all data reads as zeros, the FTL is reset.
     pub fn secure_erase(&self) -> Result<(), DeviceError> {
+        if !self.powered() {
+            return Err(DeviceError::PoweredOff);
+        }
         let mut m = self.lock();
         self.store.erase_all().map_err(DeviceError::Io)?;
         m.ssd.secure_erase();
@@ -1255,6 +1275,9 @@ impl Device {
         if let Some(why) = self.stopped() {
             return Err(DeviceError::Stopped(why.into()));
         }
+        if !self.powered() {
+            return Err(DeviceError::PoweredOff);
+        }
         let mut m = self.lock();
         let now = self.model_clock(self.now_ns()) + m.offset_ns;
         m.ssd.catch_up(now.saturating_add(ns));
@@ -1277,6 +1300,9 @@ impl Device {
     ) -> Result<PreconditionOutcome, DeviceError> {
         if let Some(why) = self.stopped() {
             return Err(DeviceError::Stopped(why.into()));
+        }
+        if !self.powered() {
+            return Err(DeviceError::PoweredOff);
         }
         if steps.contains(&Precondition::TrimAll) {
             self.store

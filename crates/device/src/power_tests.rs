@@ -341,3 +341,36 @@ fn a_worn_out_intel_drive_is_read_only_and_keeps_its_data() {
     let plain = device("sata-mlc-2011", |_| {});
     assert!(plain.age(50.0).unwrap_err().contains("rated_pe_cycles"));
 }
+
+#[test]
+fn a_write_an_injected_fault_failed_is_not_lost() {
+    let dev = device("sata-mlc-2011", |_| {});
+    let conn = dev.register_frontend("test", "", "").connect("");
+    dev.add_fault(faults::FaultSpec::WriteError {
+        offset: 0,
+        length: 4096,
+    })
+    .unwrap();
+    let bad = W {
+        offset: 0,
+        len: 8192,
+        byte: 3,
+        flushed: false,
+    };
+    assert_eq!(write(&dev, &conn, &bad, false), Status::IoError);
+    let good = W {
+        offset: 1 << 20,
+        len: 8192,
+        byte: 4,
+        flushed: false,
+    };
+    assert_eq!(write(&dev, &conn, &good, false), Status::Ok);
+    let cut = dev.power_cut(CutTrigger::Now).unwrap().cut.unwrap();
+    assert!(cut.lost.iter().all(|l| l.offset == 1 << 20), "{cut:?}");
+    assert!(
+        dev.idle(1).is_err() && dev.secure_erase().is_err(),
+        "power off"
+    );
+    dev.power_on().unwrap();
+    assert!(read(&dev, &conn, 0, 8192).iter().all(|&b| b == 0));
+}
