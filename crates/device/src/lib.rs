@@ -537,7 +537,7 @@ impl Device {
         if let Some(Armed::At { model_ns }) = m.power.armed
             && model_now >= model_ns
         {
-            self.decide_cut(&mut m, model_ns, format!("at drive time {model_ns} ns"));
+            self.decide_cut(&mut m, model_ns, "its time came (--after-ms)".to_string());
             return Err(DeviceError::PoweredOff);
         }
         if let Some(until) = self.faults.stall_until(model_now) {
@@ -962,7 +962,7 @@ impl Device {
             if let Some(Armed::At { model_ns }) = m.power.armed
                 && now >= model_ns
             {
-                self.decide_cut(&mut m, model_ns, format!("at drive time {model_ns} ns"));
+                self.decide_cut(&mut m, model_ns, "its time came (--after-ms)".to_string());
             }
         }
         self.finish_cut();
