@@ -1,7 +1,8 @@
-//! Power-cut tests on a memory drive: what a cut loses is exactly the
-//! pending (unprogrammed, unflushed) writes, always the latest ones, never
-//! anything flushed; the store then holds what the surviving writes left;
-//! the model's invariants hold throughout.
+//! Fault tests on a memory drive. Power cuts: what a cut loses is exactly
+//! the pending (unprogrammed, unflushed) writes, always the latest ones,
+//! never anything flushed; the store then holds what the surviving writes
+//! left; the model's invariants hold throughout. Media faults and stalls
+//! leave the model whole; a worn-out Intel drive is read-only.
 //!
 //! The drive's clock runs 10× slower than the wall clock here, so the
 //! writes of a burst are still in the write buffer when the cut comes on
@@ -373,4 +374,69 @@ fn a_write_an_injected_fault_failed_is_not_lost() {
     );
     dev.power_on().unwrap();
     assert!(read(&dev, &conn, 0, 8192).iter().all(|&b| b == 0));
+}
+
+#[test]
+fn random_cut_points_come_from_the_seed() {
+    let pick = |seed| {
+        let dev = device("sata-mlc-2011", |_| {});
+        dev.power_cut(CutTrigger::Random { seed }).unwrap().armed
+    };
+    let a = pick(7);
+    assert_eq!(a, pick(7), "the same seed, the same point");
+    let Some(Armed::AfterWrites { writes }) = a else {
+        panic!("{a:?}");
+    };
+    assert!((1..=1000).contains(&writes));
+    let points: std::collections::BTreeSet<_> = (0..8).map(|s| format!("{:?}", pick(s))).collect();
+    assert!(points.len() > 1, "seeds pick different points");
+}
+
+#[test]
+fn media_faults_and_stalls_leave_the_model_whole() {
+    let dev = device("sata-mlc-2011", |_| {});
+    let conn = dev.register_frontend("test", "", "").connect("");
+    let mut rng = Rng::new(3);
+    for i in 0..8u64 {
+        let spec = if i % 2 == 0 {
+            faults::FaultSpec::ReadError {
+                offset: rng.below(4096) * 512,
+                length: 512 * (1 + rng.below(64)),
+            }
+        } else {
+            faults::FaultSpec::WriteError {
+                offset: rng.below(4096) * 512,
+                length: 512 * (1 + rng.below(64)),
+            }
+        };
+        dev.add_fault(spec).unwrap();
+    }
+    dev.add_fault(faults::FaultSpec::Stall {
+        ms: 1,
+        every_ms: Some(3),
+        after_ms: None,
+    })
+    .unwrap();
+    let (mut failed, mut ok) = (0, 0);
+    for i in 0..400u64 {
+        let w = W {
+            offset: rng.below(4096) * 512,
+            len: 512 * (1 + rng.below(32)),
+            byte: i as u8,
+            flushed: false,
+        };
+        match write(&dev, &conn, &w, false) {
+            Status::Ok => ok += 1,
+            Status::IoError => failed += 1,
+            s => panic!("{s:?}"),
+        }
+        let mut back = vec![0u8; w.len as usize];
+        let p = dev.read(&conn, w.offset, &[VolatileSlice::from(&mut back[..])]);
+        assert!(matches!(p.status(), Status::Ok | Status::IoError));
+        p.complete(dev.now_ns());
+    }
+    assert!(failed > 0 && ok > 0, "failed {failed}, ok {ok}");
+    invariants(&dev);
+    let f = dev.faults();
+    assert_eq!(f.counters.write_errors_injected, failed);
 }
