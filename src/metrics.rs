@@ -334,6 +334,50 @@ fn encode_report(dev: &Device, r: &StatsReport, e: &mut Enc<'_, '_>) -> std::fmt
         c.abandoned,
     )?;
 
+    let f = &r.faults;
+    e.gauge(
+        "vssd_read_only",
+        "1 once the drive is worn out and read-only ([wear] end_of_life)",
+        if f.read_only { 1.0 } else { 0.0 },
+    )?;
+    e.gauge(
+        "vssd_powered",
+        "0 while the drive's power is cut (ctl power-cut)",
+        if f.power.powered { 1.0 } else { 0.0 },
+    )?;
+    e.counter("vssd_power_cuts", "Power cuts so far", f.power.cuts)?;
+    e.gauge(
+        "vssd_faults_active",
+        "Injected faults registered now (ctl fault list)",
+        f.active.len() as f64,
+    )?;
+    e.counters(
+        "vssd_fault_errors_injected",
+        "Requests failed by an injected media fault, by direction",
+        &[
+            (vec![("op", "read".into())], f.counters.read_errors_injected),
+            (
+                vec![("op", "write".into())],
+                f.counters.write_errors_injected,
+            ),
+        ],
+    )?;
+    e.counter(
+        "vssd_fault_stalls",
+        "Injected stalls that held at least one command",
+        f.counters.stalls_injected,
+    )?;
+    e.counter(
+        "vssd_fault_stalled_commands",
+        "Commands that waited for the end of an injected stall",
+        f.counters.stalled_commands,
+    )?;
+    e.counter_f(
+        "vssd_fault_stall_wait_seconds",
+        "Drive time commands waited for injected stalls, in all",
+        secs(f.counters.stall_wait_ns),
+    )?;
+
     let k = &r.counters;
     for (name, help, v) in [
         (

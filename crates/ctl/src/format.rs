@@ -5,9 +5,13 @@ use std::fmt::Write as _;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::protocol::{PreconditionResult, Progress, StatsReport, Step, TrimRecord};
+use super::protocol::{
+    FaultInfo, FaultReport, FaultSpec, PowerCutResult, PowerReport, PreconditionResult, Progress,
+    StatsReport, Step, TrimRecord,
+};
 use vssd_device::OpKind;
 use vssd_device::hist::Summary;
+use vssd_device::power::{Armed, CutReport};
 use vssd_device::stats::{DepthReport, IoReport, TrimReport};
 use vssd_profile::size::format_size;
 
@@ -159,6 +163,18 @@ pub fn stats(r: &StatsReport) -> String {
     }
     if let Some(why) = &d.stopped {
         let _ = writeln!(o, "STOPPED      {why}");
+    }
+    if !r.faults.power.powered {
+        let _ = writeln!(
+            o,
+            "POWER OFF    after ctl power-cut; ctl power-on brings it back"
+        );
+    }
+    if r.faults.read_only {
+        let _ = writeln!(
+            o,
+            "END OF LIFE  worn out and read-only: writes fail, reads work"
+        );
     }
     let conn = &r.connection;
     let _ = writeln!(
@@ -384,6 +400,187 @@ pub fn stats(r: &StatsReport) -> String {
         let _ = writeln!(o, "(no requests yet)");
     }
     let _ = writeln!(o, "\n{}", lateness(&r.lateness));
+    let f = &r.faults;
+    if !f.active.is_empty() || *f != FaultReport::default() {
+        let _ = writeln!(o, "\n{}", fault_counters(f));
+    }
+    o
+}
+
+/// One fault as `ctl fault list` shows it.
+pub fn fault(f: &FaultInfo) -> String {
+    let what = match &f.spec {
+        FaultSpec::ReadError { offset, length } | FaultSpec::WriteError { offset, length } => {
+            format!(
+                "{:<11} offset {offset} length {length} (sectors {}..{})",
+                f.spec.kind(),
+                offset / 512,
+                (offset + length) / 512
+            )
+        }
+        FaultSpec::Stall {
+            ms,
+            every_ms,
+            after_ms,
+        } => match every_ms {
+            Some(e) => format!("{:<11} {ms} ms every {e} ms", "stall"),
+            None => format!(
+                "{:<11} {ms} ms once, {} ms after it was added",
+                "stall",
+                after_ms.unwrap_or(0)
+            ),
+        },
+    };
+    format!(
+        "{:>4}  {what}, {} so far",
+        f.id,
+        plural(f.hits, "hit", "hits")
+    )
+}
+
+fn fault_counters(r: &FaultReport) -> String {
+    let c = &r.counters;
+    format!(
+        "faults       {} active; injected: {}, {}, {} ({} held, waiting {} in all)",
+        r.active.len(),
+        plural(c.read_errors_injected, "read error", "read errors"),
+        plural(c.write_errors_injected, "write error", "write errors"),
+        plural(c.stalls_injected, "stall", "stalls"),
+        plural(c.stalled_commands, "command", "commands"),
+        dur(c.stall_wait_ns as f64),
+    )
+}
+
+/// "1 fault", "3 faults".
+pub fn fault_count(n: usize) -> String {
+    plural(n as u64, "fault", "faults")
+}
+
+/// The `ctl fault list` text.
+pub fn faults(r: &FaultReport) -> String {
+    let mut o = String::new();
+    if r.active.is_empty() {
+        let _ = writeln!(o, "no faults injected");
+    }
+    for f in &r.active {
+        let _ = writeln!(o, "{}", fault(f));
+    }
+    let _ = writeln!(o, "{}", fault_counters(r));
+    let _ = write!(o, "{}", power(&r.power));
+    if r.read_only {
+        let _ = writeln!(
+            o,
+            "END OF LIFE  the drive is worn out and read-only: writes fail, reads work"
+        );
+    }
+    o
+}
+
+fn armed(a: &Armed) -> String {
+    match a {
+        Armed::AfterWrites { writes } => format!(
+            "armed: the power goes with the next {}",
+            if *writes == 1 {
+                "write".to_string()
+            } else {
+                format!("{writes} writes' last")
+            }
+        ),
+        Armed::At { model_ns } => format!(
+            "armed: the power goes at drive time {}",
+            dur(*model_ns as f64)
+        ),
+    }
+}
+
+fn cut(c: &CutReport) -> String {
+    format!(
+        "cut at drive time {} ({}): {} lost ({} bytes), {} pending survived{}",
+        dur(c.model_ns as f64),
+        c.trigger,
+        plural(c.lost.len() as u64, "write", "writes"),
+        c.lost_bytes,
+        plural(c.survived, "write", "writes"),
+        if c.protected {
+            " (power-loss protection)"
+        } else {
+            ""
+        }
+    )
+}
+
+/// The power part of `ctl fault list`.
+pub fn power(p: &PowerReport) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "power        {}; {}{}; {}; {} ({} bytes kept to undo them)",
+        if p.powered {
+            "on"
+        } else {
+            "OFF (ctl power-on)"
+        },
+        if p.power_loss_protection {
+            "power-loss protection"
+        } else {
+            "no power-loss protection"
+        },
+        if p.flush_lies { ", flushes lie" } else { "" },
+        plural(p.cuts, "cut", "cuts"),
+        plural(p.pending_writes, "pending write", "pending writes"),
+        p.pending_undo_bytes
+    );
+    if let Some(a) = &p.armed {
+        let _ = writeln!(o, "             {}", armed(a));
+    }
+    if let Some(c) = &p.last_cut {
+        let _ = writeln!(o, "             {}", cut(c));
+        let _ = write!(o, "{}", lost_writes(p));
+    }
+    if p.untracked_writes > 0 {
+        let _ = writeln!(
+            o,
+            "             {} writes left the audit at its bounds (treated as durable)",
+            p.untracked_writes
+        );
+    }
+    o
+}
+
+/// The writes the latest cut lost: offset, length, when acknowledged.
+pub fn lost_writes(p: &PowerReport) -> String {
+    let mut o = String::new();
+    if let Some(c) = &p.last_cut {
+        for l in &c.lost {
+            let _ = writeln!(
+                o,
+                "lost {:>14} {:>10}  acked {}{}",
+                l.offset,
+                l.length,
+                dur(l.acked_model_ns as f64),
+                if l.acknowledged {
+                    ""
+                } else {
+                    " (not yet acknowledged)"
+                }
+            );
+        }
+    }
+    o
+}
+
+/// The `ctl power-cut` text.
+pub fn power_cut(r: &PowerCutResult) -> String {
+    let mut o = String::new();
+    if let Some(c) = &r.cut {
+        let _ = writeln!(o, "power {}", cut(c));
+        for l in &c.lost {
+            let _ = writeln!(o, "  lost {}+{}", l.offset, l.length);
+        }
+    }
+    if let Some(a) = &r.armed {
+        let _ = writeln!(o, "power cut {}", armed(a));
+    }
     o
 }
 
@@ -447,6 +644,7 @@ pub fn trim_record(r: &TrimRecord) -> String {
 pub fn step_name(s: &Step) -> String {
     match s {
         Step::TrimAll => "trim all".into(),
+        Step::Wear { percent } => format!("wear to {percent} % of the rated cycles"),
         Step::FillSeq { bs } => format!("sequential fill, {} writes", format_size(*bs)),
         Step::Random { bs, amount } => {
             format!("random {} writes, {amount}", format_size(*bs))

@@ -19,8 +19,9 @@ use serde_json::Value;
 use thiserror::Error;
 
 use self::protocol::{
-    CtlReply, CtlRequest, EraseResult, PreconditionResult, ProgressLine, SmartReport, StatsReport,
-    Step, TraceStatus, TrimLogResult,
+    CtlReply, CtlRequest, CutTrigger, EraseResult, FaultAddResult, FaultClearResult, FaultReport,
+    FaultSpec, PowerCutResult, PowerReport, PreconditionResult, ProgressLine, SmartReport,
+    StatsReport, Step, TraceStatus, TrimLogResult,
 };
 use vssd_profile::size::parse_size;
 
@@ -143,9 +144,14 @@ pub enum CtlCmd {
         json: bool,
     },
     /// Age the drive in model time without touching data
-    /// (steps run in this order: --trim-all, --fill, --random).
+    /// (steps run in this order: --wear, --trim-all, --fill, --random).
     /// Guest I/O goes on meanwhile; Ctrl-C cancels (what is done stays done).
     Precondition {
+        /// Wear the NAND to PERCENT of its rated P/E cycles at once (every
+        /// block, wear levelled; presets that go read-only at end of life
+        /// do at 100).
+        #[arg(long, value_name = "PERCENT")]
+        wear: Option<f64>,
         /// TRIM the whole drive first.
         #[arg(long)]
         trim_all: bool,
@@ -168,6 +174,125 @@ pub enum CtlCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Inject faults (media errors at LBA ranges, stalls), list and clear
+    /// them; `fault list` also shows what the latest power cut lost.
+    Fault {
+        /// What to do.
+        #[command(subcommand)]
+        cmd: FaultCmd,
+    },
+    /// Cut the drive's power: writes acknowledged but not yet durable are
+    /// lost (unless the preset has power-loss protection), every
+    /// connection is closed, and no request is taken until `power-on`.
+    /// Without an option the power goes now.
+    PowerCut {
+        /// The power goes as the Nth write from now arrives.
+        #[arg(long, value_name = "N", conflicts_with_all = ["after_ms", "random"])]
+        after_writes: Option<u64>,
+        /// The power goes T ms of drive time from now.
+        #[arg(long, value_name = "T", conflicts_with = "random")]
+        after_ms: Option<u64>,
+        /// The power goes after a number of writes (1 to 1000) picked from SEED.
+        #[arg(long, value_name = "SEED")]
+        random: Option<u64>,
+        /// Print the reply as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Power the drive back on after a cut.
+    PowerOn {
+        /// Print the reply as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `vssd ctl fault` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum FaultCmd {
+    /// Inject a fault (see docs/faults.md).
+    Add {
+        /// The fault.
+        #[command(subcommand)]
+        fault: FaultAdd,
+        /// Print the reply as JSON.
+        #[arg(long, global = true)]
+        json: bool,
+    },
+    /// The injected faults and the errors and stalls they caused, the
+    /// power state and what the latest power cut lost.
+    List {
+        /// Only the writes the latest power cut lost, one per line:
+        /// offset, length, drive time acknowledged.
+        #[arg(long)]
+        lost: bool,
+        /// Print the reply as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove fault ID (see `ctl fault list`), or all of them.
+    Clear {
+        /// The fault's id; without it every fault is removed.
+        id: Option<u64>,
+        /// Print the reply as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// The faults `vssd ctl fault add` injects.
+#[derive(Debug, Subcommand)]
+pub enum FaultAdd {
+    /// Reads touching the range fail (unrecoverable read error: virtio-blk
+    /// IOERR, NBD EIO); the rest of the drive reads as before.
+    ReadError {
+        /// Start of the range, bytes (a multiple of 512; suffixes as `4k`).
+        #[arg(long, value_parser = parse_size)]
+        offset: u64,
+        /// Length of the range, bytes (a non-zero multiple of 512).
+        #[arg(long, value_parser = parse_size)]
+        length: u64,
+    },
+    /// Writes and write-zeroes touching the range fail, writing nothing.
+    WriteError {
+        /// Start of the range, bytes (a multiple of 512; suffixes as `4k`).
+        #[arg(long, value_parser = parse_size)]
+        offset: u64,
+        /// Length of the range, bytes (a non-zero multiple of 512).
+        #[arg(long, value_parser = parse_size)]
+        length: u64,
+    },
+    /// The drive takes no command for --ms of drive time: once (now, or
+    /// --after-ms from now) or every --every-ms.
+    Stall {
+        /// Length of the stall, ms of drive time.
+        #[arg(long)]
+        ms: u64,
+        /// Repeat with this period, ms (the first stall one period from now).
+        #[arg(long, value_name = "MS", conflicts_with = "after_ms")]
+        every_ms: Option<u64>,
+        /// Stall once, this long from now, ms.
+        #[arg(long, value_name = "MS")]
+        after_ms: Option<u64>,
+    },
+}
+
+impl FaultAdd {
+    fn spec(&self) -> FaultSpec {
+        match *self {
+            FaultAdd::ReadError { offset, length } => FaultSpec::ReadError { offset, length },
+            FaultAdd::WriteError { offset, length } => FaultSpec::WriteError { offset, length },
+            FaultAdd::Stall {
+                ms,
+                every_ms,
+                after_ms,
+            } => FaultSpec::Stall {
+                ms,
+                every_ms,
+                after_ms,
+            },
+        }
+    }
 }
 
 /// A connection to a daemon's control socket.
@@ -438,6 +563,42 @@ fn parse_size_arg(s: &str) -> Result<u64, String> {
     vssd_profile::size::parse_size(s).map_err(|e| e.to_string())
 }
 
+fn fault(client: &mut Client, cmd: FaultCmd) -> Result<(), CtlError> {
+    match cmd {
+        FaultCmd::Add { fault, json } => {
+            let r: FaultAddResult = client.call_typed(
+                &CtlRequest::FaultAdd {
+                    fault: fault.spec(),
+                },
+                &mut |_| {},
+            )?;
+            if json {
+                print_json(&r)
+            } else {
+                print_text(&format!("added {}\n", format::fault(&r.fault)))
+            }
+        }
+        FaultCmd::List { lost, json } => {
+            let r: FaultReport = client.call_typed(&CtlRequest::FaultList, &mut |_| {})?;
+            match (lost, json) {
+                (true, true) => print_json(&r.power.last_cut.map(|c| c.lost).unwrap_or_default()),
+                (true, false) => print_text(&format::lost_writes(&r.power)),
+                (false, true) => print_json(&r),
+                (false, false) => print_text(&format::faults(&r)),
+            }
+        }
+        FaultCmd::Clear { id, json } => {
+            let r: FaultClearResult =
+                client.call_typed(&CtlRequest::FaultClear { id }, &mut |_| {})?;
+            if json {
+                print_json(&r)
+            } else {
+                print_text(&format!("{} cleared\n", format::fault_count(r.cleared)))
+            }
+        }
+    }
+}
+
 /// Run `vssd ctl`.
 pub fn run(args: CtlArgs) -> Result<(), CtlError> {
     if !(args.timeout.is_finite() && args.timeout > 0.0 && args.timeout <= 86_400.0) {
@@ -502,6 +663,35 @@ pub fn run(args: CtlArgs) -> Result<(), CtlError> {
                 print_text(&format::trace_status(&r))?;
             }
         }
+        CtlCmd::Fault { cmd } => fault(&mut client, cmd)?,
+        CtlCmd::PowerCut {
+            after_writes,
+            after_ms,
+            random,
+            json,
+        } => {
+            let trigger = match (after_writes, after_ms, random) {
+                (Some(writes), _, _) => CutTrigger::AfterWrites { writes },
+                (_, Some(ms), _) => CutTrigger::AfterMs { ms },
+                (_, _, Some(seed)) => CutTrigger::Random { seed },
+                _ => CutTrigger::Now,
+            };
+            let r: PowerCutResult =
+                client.call_typed(&CtlRequest::PowerCut { trigger }, &mut |_| {})?;
+            if json {
+                print_json(&r)?;
+            } else {
+                print_text(&format::power_cut(&r))?;
+            }
+        }
+        CtlCmd::PowerOn { json } => {
+            let r: PowerReport = client.call_typed(&CtlRequest::PowerOn, &mut |_| {})?;
+            if json {
+                print_json(&r)?;
+            } else {
+                print_text("power on: the drive takes requests and connections again\n")?;
+            }
+        }
         CtlCmd::SecureErase { json } => {
             let r: EraseResult = client.call_typed(&CtlRequest::SecureErase, &mut |_| {})?;
             if json {
@@ -511,6 +701,7 @@ pub fn run(args: CtlArgs) -> Result<(), CtlError> {
             }
         }
         CtlCmd::Precondition {
+            wear,
             trim_all,
             fill,
             fill_bs,
@@ -520,6 +711,15 @@ pub fn run(args: CtlArgs) -> Result<(), CtlError> {
             json,
         } => {
             let mut steps = Vec::new();
+            if let Some(percent) = wear {
+                // Checked here too: JSON has no NaN or infinity to send.
+                if !(percent.is_finite() && percent > 0.0 && percent <= 1000.0) {
+                    return Err(CtlError::Usage(format!(
+                        "--wear {percent} must be in (0, 1000] percent"
+                    )));
+                }
+                steps.push(Step::Wear { percent });
+            }
             if trim_all {
                 steps.push(Step::TrimAll);
             }
@@ -537,7 +737,8 @@ pub fn run(args: CtlArgs) -> Result<(), CtlError> {
             }
             if steps.is_empty() {
                 return Err(CtlError::Usage(
-                    "precondition: give --trim-all, --fill seq and/or --random SIZE".into(),
+                    "precondition: give --wear PERCENT, --trim-all, --fill seq and/or --random SIZE"
+                        .into(),
                 ));
             }
             let names: Vec<String> = steps.iter().map(format::step_name).collect();

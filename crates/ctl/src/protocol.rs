@@ -10,6 +10,12 @@
 //! a precondition asked with `"progress":true` is preceded by progress
 //! lines `{"progress":{"step":0,"steps":2,"done_bytes":…,"total_bytes":…}}`.
 //! Closing the connection cancels a running precondition.
+//! Faults: `{"cmd":"fault-add","fault":{"kind":"read-error","offset":4096,"length":512}}`,
+//! `{"cmd":"fault-add","fault":{"kind":"stall","ms":50,"every_ms":1000}}`,
+//! `{"cmd":"fault-list"}`, `{"cmd":"fault-clear","id":3}` (without `id`: all).
+//! Power: `{"cmd":"power-cut","trigger":{"when":"now"}}` (or
+//! `{"when":"after-writes","writes":N}`, `{"when":"after-ms","ms":T}`,
+//! `{"when":"random","seed":S}`), `{"cmd":"power-on"}`.
 //!
 //! The result types ([`StatsReport`], [`EraseResult`], [`PreconditionResult`])
 //! are shared by the daemon, which builds them, and the client, which reads
@@ -17,7 +23,10 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use vssd_device::PowerCutResult;
 pub use vssd_device::StatsReport;
+pub use vssd_device::faults::{FaultInfo, FaultReport, FaultSpec};
+pub use vssd_device::power::{CutTrigger, PowerReport};
 pub use vssd_device::smart::SmartReport;
 pub use vssd_device::trimlog::TrimRecord;
 use vssd_model::{Counters, Precondition};
@@ -74,6 +83,42 @@ pub enum CtlRequest {
     TraceStop,
     /// The current or last trace.
     TraceStatus,
+    /// Inject a fault (a media error range, a stall).
+    FaultAdd {
+        /// The fault.
+        fault: FaultSpec,
+    },
+    /// The injected faults and what they did, with the power state and
+    /// what the latest power cut lost.
+    FaultList,
+    /// Cut the drive's power now, or arm a cut.
+    PowerCut {
+        /// When.
+        #[serde(default = "cut_now")]
+        trigger: CutTrigger,
+    },
+    /// Power the drive back on after a cut.
+    PowerOn,
+    /// Remove one injected fault, or all of them without `id`.
+    FaultClear {
+        /// The fault's id (`fault-list`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<u64>,
+    },
+}
+
+/// Result of `fault-add`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FaultAddResult {
+    /// The fault as registered (with its id).
+    pub fault: FaultInfo,
+}
+
+/// Result of `fault-clear`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FaultClearResult {
+    /// Faults removed.
+    pub cleared: usize,
 }
 
 pub use vssd_device::capture::TraceStatus;
@@ -85,6 +130,10 @@ pub struct IdleResult {
     pub model_ns: u64,
     /// The counters afterwards.
     pub counters: Counters,
+}
+
+fn cut_now() -> CutTrigger {
+    CutTrigger::Now
 }
 
 fn default_trim_max() -> usize {
@@ -111,6 +160,12 @@ pub enum Step {
         /// Write size, bytes.
         bs: u64,
     },
+    /// Age the NAND: every block to at least `percent` of the rated P/E
+    /// cycles (run by the daemon before the write steps; data untouched).
+    Wear {
+        /// Percent of the rated cycles, (0, 1000].
+        percent: f64,
+    },
     /// Random `bs` writes, `amount` in total: bytes (`"64G"`) or a multiple of the capacity (`"2x"`).
     Random {
         /// Write size, bytes.
@@ -135,6 +190,9 @@ pub fn model_steps(steps: &[Step], capacity: u64) -> Result<Vec<Precondition>, S
     steps
         .iter()
         .map(|s| match s {
+            Step::Wear { .. } => Err(
+                "a wear step ages the daemon's drive, not a write step the model replays".into(),
+            ),
             Step::TrimAll => Ok(Precondition::TrimAll),
             Step::FillSeq { bs } => {
                 check_bs("fill-seq", *bs)?;
@@ -270,6 +328,29 @@ mod tests {
         assert!(serde_json::from_str::<CtlRequest>(r#"{"cmd":"format-c"}"#).is_err());
         let r: CtlRequest = serde_json::from_str(r#"{"cmd":"smart"}"#).unwrap();
         assert_eq!(r, CtlRequest::Smart);
+        let r: CtlRequest = serde_json::from_str(
+            r#"{"cmd":"fault-add","fault":{"kind":"read-error","offset":4096,"length":512}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            r,
+            CtlRequest::FaultAdd {
+                fault: FaultSpec::ReadError {
+                    offset: 4096,
+                    length: 512
+                }
+            }
+        );
+        let r: CtlRequest = serde_json::from_str(r#"{"cmd":"fault-clear"}"#).unwrap();
+        assert_eq!(r, CtlRequest::FaultClear { id: None });
+        // Unknown kinds and fields are refused, not ignored.
+        for bad in [
+            r#"{"cmd":"fault-add","fault":{"kind":"fire","offset":0,"length":512}}"#,
+            r#"{"cmd":"fault-add","fault":{"kind":"stall","ms":5,"every":10}}"#,
+            r#"{"cmd":"fault-add","fault":{"kind":"read-error","offset":-1,"length":512}}"#,
+        ] {
+            assert!(serde_json::from_str::<CtlRequest>(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use log::{debug, info, warn};
 
 use super::protocol::{
-    CtlReply, CtlRequest, EraseResult, IdleResult, PreconditionResult, Progress, ProgressLine,
-    TrimLogResult, model_steps,
+    CtlReply, CtlRequest, EraseResult, FaultAddResult, FaultClearResult, IdleResult,
+    PreconditionResult, Progress, ProgressLine, Step, TrimLogResult, model_steps,
 };
 use vssd_device::Device;
 
@@ -94,6 +94,23 @@ pub fn handle_line(
             CtlReply::ok(&st)
         }
         CtlRequest::TraceStatus => CtlReply::ok(&device.trace_status()),
+        CtlRequest::FaultAdd { fault } => match device.add_fault(fault) {
+            Ok(fault) => CtlReply::ok(&FaultAddResult { fault }),
+            Err(e) => CtlReply::err(e.to_string()),
+        },
+        CtlRequest::FaultList => CtlReply::ok(&device.faults()),
+        CtlRequest::PowerCut { trigger } => match device.power_cut(trigger) {
+            Ok(r) => CtlReply::ok(&r),
+            Err(e) => CtlReply::err(e.to_string()),
+        },
+        CtlRequest::PowerOn => match device.power_on() {
+            Ok(()) => CtlReply::ok(&device.power_report()),
+            Err(e) => CtlReply::err(e.to_string()),
+        },
+        CtlRequest::FaultClear { id } => match device.clear_faults(id) {
+            Ok(cleared) => CtlReply::ok(&FaultClearResult { cleared }),
+            Err(e) => CtlReply::err(e.to_string()),
+        },
         CtlRequest::SecureErase => match device.secure_erase() {
             Ok(()) => {
                 info!("secure erase: drive reset to fresh, data zeroed");
@@ -109,10 +126,21 @@ pub fn handle_line(
             seed,
             progress,
         } => {
-            let model = match model_steps(&steps, device.capacity()) {
+            let (wear, writes): (Vec<Step>, Vec<Step>) = steps
+                .iter()
+                .cloned()
+                .partition(|s| matches!(s, Step::Wear { .. }));
+            let model = match model_steps(&writes, device.capacity()) {
                 Ok(m) => m,
                 Err(e) => return CtlReply::err(e),
             };
+            for w in &wear {
+                if let Step::Wear { percent } = w
+                    && let Err(e) = device.age(*percent)
+                {
+                    return CtlReply::err(e);
+                }
+            }
             let mut last = Instant::now();
             let mut write_failed = false;
             let r = device.precondition(&model, seed, &mut |done, total| {

@@ -30,8 +30,10 @@
 //! [`Status::Stopped`], and the FTL state is not saved over the last good one.
 
 pub mod capture;
+pub mod faults;
 pub mod files;
 pub mod hist;
+pub mod power;
 pub mod report;
 pub mod scheduler;
 pub mod smart;
@@ -45,7 +47,7 @@ use std::collections::VecDeque;
 use std::io::{self, BufReader};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 
 use log::{error, warn};
 use thiserror::Error;
@@ -55,9 +57,11 @@ use vssd_common::clock::TimeScale;
 use vssd_model::{
     Counters, ModelError, Op, Payload, PersistError, Precondition, PreconditionRun, Request, Ssd,
 };
-use vssd_profile::{Profile, ReadAfterTrim};
+use vssd_profile::{EndOfLife, Profile, ReadAfterTrim};
 
+use self::faults::{FaultError, FaultInfo, FaultReport, FaultSpec, Faults, Media};
 use self::files::FileError;
+use self::power::{Armed, CutReport, CutTrigger, PowerLog, PowerReport, Record};
 pub use self::state::StateOrigin;
 use self::state::dirty_marker;
 pub use self::stats::{
@@ -115,6 +119,21 @@ pub enum DeviceError {
     /// The drive stopped after an internal failure.
     #[error("the drive has stopped: {0}")]
     Stopped(String),
+    /// The drive is worn out and read-only (`[wear] end_of_life`).
+    #[error("the drive is worn out (rated P/E cycles reached) and read-only")]
+    ReadOnly,
+    /// The drive's power is off (`ctl power-cut`) until `ctl power-on`.
+    #[error("the drive's power is off (vssd ctl power-on)")]
+    PoweredOff,
+    /// An injected media fault (`ctl fault add`) failed the request; the
+    /// error is reported at the request's modelled completion time.
+    #[error("injected media error (fault {fault})")]
+    Media {
+        /// The fault's id.
+        fault: u64,
+        /// When the drive reports the error (daemon clock).
+        due: u64,
+    },
 }
 
 impl DeviceError {
@@ -123,7 +142,9 @@ impl DeviceError {
         match self {
             DeviceError::BadRange { .. } => Status::Invalid,
             DeviceError::Model(e) if model_error_is_request_error(e) => Status::Invalid,
-            DeviceError::Model(_) | DeviceError::Stopped(_) => Status::Stopped,
+            DeviceError::Model(_) | DeviceError::Stopped(_) | DeviceError::PoweredOff => {
+                Status::Stopped
+            }
             DeviceError::Io(e)
                 if matches!(
                     e.raw_os_error(),
@@ -182,7 +203,37 @@ struct ModelState {
     last_ns: u64,
     /// Requests submitted to the model (the trace's order among equal times).
     seq: u64,
+    /// Writes not yet durable, the power state (under the same lock, so
+    /// in the model's order).
+    power: PowerLog,
 }
+
+/// Why a power request was refused; one line each.
+#[derive(Debug, Error)]
+pub enum PowerError {
+    /// A cut while the power is off.
+    #[error("the drive's power is off already (vssd ctl power-on)")]
+    AlreadyOff,
+    /// Power-on while it is on.
+    #[error("the drive's power is on")]
+    AlreadyOn,
+    /// An absurd trigger.
+    #[error("{0}")]
+    BadTrigger(String),
+}
+
+/// What `ctl power-cut` did: the cut's report, or the cut it armed.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PowerCutResult {
+    /// The cut, if it happened at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut: Option<CutReport>,
+    /// The cut waiting for its moment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub armed: Option<Armed>,
+}
+
+type PowerHook = Box<dyn Fn() + Send + Sync>;
 
 /// Wall time the model lock is held at most per precondition chunk.
 pub const PRECONDITION_CHUNK: std::time::Duration = std::time::Duration::from_millis(2);
@@ -234,6 +285,22 @@ pub struct Device {
     ftl_describes_data: AtomicBool,
     origin: StateOrigin,
     read_after_trim: ReadAfterTrim,
+    faults: Faults,
+    /// Power is on (a quick test for frontends; the truth is `power.off`).
+    powered: AtomicBool,
+    /// A cut is decided and waits to be carried out by [`Self::finish_cut`].
+    cut_requested: AtomicBool,
+    /// Requests hold it shared from submission to the end of their data
+    /// I/O; a cut takes it exclusively, so it undoes writes whose data is
+    /// in the store.
+    gate: RwLock<()>,
+    /// Called when the power goes (frontends close their connections).
+    power_hooks: Mutex<Vec<PowerHook>>,
+    /// Writes are audited for power loss (the preset has no protection).
+    track: bool,
+    /// Worn out with `end_of_life = "read-only"`: writes fail.
+    read_only: AtomicBool,
+    flush_lies: bool,
 }
 
 /// Resident memory of this process (`/proc/self/statm`), bytes; 0 if unknown.
@@ -307,6 +374,8 @@ impl Device {
         }
         log::info!("{}", origin.describe());
         let read_after_trim = opts.profile.identity().read_after_trim;
+        let track = !opts.profile.reliability.power_loss_protection;
+        let flush_lies = opts.profile.reliability.flush_lies;
         Ok(Device {
             serial: serial_for(&opts.profile),
             topology: Topology::of(&opts.profile),
@@ -316,6 +385,7 @@ impl Device {
                 offset_ns: 0,
                 last_ns: 0,
                 seq: 0,
+                power: PowerLog::default(),
             }),
             store,
             base_ns: scheduler::monotonic_ns(),
@@ -329,6 +399,14 @@ impl Device {
             ftl_describes_data: AtomicBool::new(origin != StateOrigin::OlderThanData),
             origin,
             read_after_trim,
+            faults: Faults::default(),
+            powered: AtomicBool::new(true),
+            cut_requested: AtomicBool::new(false),
+            gate: RwLock::new(()),
+            power_hooks: Mutex::new(Vec::new()),
+            track,
+            flush_lies,
+            read_only: AtomicBool::new(false),
         })
     }
 
@@ -437,11 +515,12 @@ impl Device {
     /// Submit requests to the model at one instant; the completion is that
     /// of the last to finish (daemon clock).
     fn submit(&self, p: &Pending, op: Op, ranges: &[(u64, u64)]) -> Result<u64, DeviceError> {
-        self.submit_with(p, op, ranges, Payload::Unknown, |_, _, _, _| {})
+        self.submit_with(p, op, ranges, Payload::Unknown, |_, _, _, _| {}, |_, _| {})
     }
 
     /// [`Self::submit`], calling `before(ssd, model_now, offset, len)` under
-    /// the same lock just before each range is submitted.
+    /// the same lock just before each range is submitted, and
+    /// `after(state, (model_now, model_done))` once they all are.
     fn submit_with(
         &self,
         p: &Pending,
@@ -449,6 +528,7 @@ impl Device {
         ranges: &[(u64, u64)],
         payload: Payload,
         mut before: impl FnMut(&Ssd, u64, u64, u64),
+        after: impl FnOnce(&mut ModelState, (u64, u64)),
     ) -> Result<u64, DeviceError> {
         if let Some(why) = self.stopped() {
             return Err(DeviceError::Stopped(why.into()));
@@ -458,6 +538,21 @@ impl Device {
         }
         let mut m = self.lock();
         let model_now = (self.model_clock(p.submit_ns()) + m.offset_ns).max(m.last_ns);
+        if m.power.off {
+            return Err(DeviceError::PoweredOff);
+        }
+        if !matches!(op, Op::Read | Op::Flush) && self.read_only.load(Relaxed) {
+            return Err(DeviceError::ReadOnly);
+        }
+        if let Some(Armed::At { model_ns }) = m.power.armed
+            && model_now >= model_ns
+        {
+            self.decide_cut(&mut m, model_ns, "its time came (--after-ms)".to_string());
+            return Err(DeviceError::PoweredOff);
+        }
+        if let Some(until) = self.faults.stall_until(model_now) {
+            m.ssd.hold_until(until);
+        }
         m.last_ns = model_now;
         m.seq += 1;
         p.submitted(model_now - m.offset_ns, m.seq);
@@ -482,6 +577,12 @@ impl Device {
                 }
             }
         }
+        after(&mut m, (model_now, done));
+        if self.track {
+            let d = m.ssd.durability();
+            m.power.settle(d);
+            m.power.retire(model_now);
+        }
         Ok(self.scale.to_wall(done.saturating_sub(m.offset_ns)))
     }
 
@@ -489,6 +590,18 @@ impl Device {
     fn settle(&self, mut p: Pending, r: Result<u64, DeviceError>) -> Pending {
         match r {
             Ok(due) => p.finish(Status::Ok, due),
+            Err(DeviceError::ReadOnly) => {
+                log::debug!("{:?} refused: the drive is read-only", p.op());
+                p.fail(Status::IoError);
+            }
+            Err(DeviceError::PoweredOff) => {
+                log::debug!("{:?} refused: the power is off", p.op());
+                p.fail(Status::Stopped);
+            }
+            Err(DeviceError::Media { fault, due }) => {
+                log::debug!("{:?} failed by injected fault {fault}", p.op());
+                p.finish(Status::IoError, due);
+            }
             Err(e) => {
                 let st = e.status();
                 match st {
@@ -526,13 +639,17 @@ impl Device {
         let len = bufs.iter().map(|b| b.len() as u64).sum();
         let mut p = self.begin(conn, OpKind::Read, len);
         p.set_target(&[(offset, len)], false, false);
+        let _gate = self.gate.read().unwrap_or_else(|e| e.into_inner());
         let r = self.submit(&p, Op::Read, &[(offset, len)]).and_then(|due| {
+            self.media_check(Media::Read, &[(offset, len)], due)?;
             self.store.read(offset, bufs).map_err(DeviceError::Io)?;
             if self.read_after_trim == ReadAfterTrim::Pattern {
                 self.fill_unmapped(offset, len, bufs)?;
             }
             Ok(due)
         });
+        drop(_gate);
+        self.finish_cut();
         self.settle(p, r)
     }
 
@@ -573,17 +690,40 @@ impl Device {
         } else {
             Payload::Unknown
         };
+        let gate = self.gate.read().unwrap_or_else(|e| e.into_inner());
+        let mut cut_during = false;
+        let mut media = None;
         let r = self
-            .submit_with(&p, Op::Write, &[(offset, len)], payload, |_, _, _, _| {})
+            .submit_with(
+                &p,
+                Op::Write,
+                &[(offset, len)],
+                payload,
+                |_, _, _, _| {},
+                |m, at| {
+                    // A write an injected fault fails changes nothing to lose.
+                    media = self.faults.media_hit(Media::Write, &[(offset, len)]);
+                    cut_during = self.track_write(m, &[(offset, len)], at, media.is_none());
+                },
+            )
             .and_then(|due| {
+                if let Some(fault) = media {
+                    return Err(DeviceError::Media { fault, due });
+                }
                 self.store.write(offset, bufs).map_err(DeviceError::Io)?;
-                if fua {
+                if cut_during {
+                    // The power went as this write arrived: never acknowledged.
+                    return Err(DeviceError::PoweredOff);
+                }
+                if fua && !self.flush_lies {
                     self.store.sync().map_err(DeviceError::Io)?;
                     let flushed = self.submit(&p, Op::Flush, &[(0, 0)])?;
                     return Ok(due.max(flushed));
                 }
                 Ok(due)
             });
+        drop(gate);
+        self.finish_cut();
         self.settle(p, r)
     }
 
@@ -594,7 +734,10 @@ impl Device {
         let len = ranges.iter().map(|r| r.1).sum();
         let mut p = self.begin(conn, OpKind::Discard, len);
         p.set_target(ranges, fua, false);
+        let gate = self.gate.read().unwrap_or_else(|e| e.into_inner());
         let r = self.trim_ranges(conn, &mut p, Op::Trim, ranges, true, fua);
+        drop(gate);
+        self.finish_cut();
         self.settle(p, r)
     }
 
@@ -610,11 +753,14 @@ impl Device {
     ) -> Pending {
         let len = ranges.iter().map(|r| r.1).sum();
         let mut p = self.begin(conn, OpKind::WriteZeroes, len);
-        p.set_target(ranges, fua, unmap);
         // Deallocating guarantees zeros only on a drive whose trimmed LBAs
         // read as zeros (ATA RZAT, NVMe DLFEAT): any other writes them.
         let unmap = unmap && self.read_after_trim == ReadAfterTrim::Zeros;
+        p.set_target(ranges, fua, unmap);
+        let gate = self.gate.read().unwrap_or_else(|e| e.into_inner());
         let r = self.trim_ranges(conn, &mut p, Op::WriteZeroes { unmap }, ranges, unmap, fua);
+        drop(gate);
+        self.finish_cut();
         self.settle(p, r)
     }
 
@@ -629,6 +775,8 @@ impl Device {
     ) -> Result<u64, DeviceError> {
         let mut outcome = TrimOutcome::default();
         let mut model_ns = 0;
+        let mut media = None;
+        let mut cut_during = false;
         let due = self.submit_with(
             p,
             op,
@@ -640,7 +788,23 @@ impl Device {
                     outcome.add_range(ssd, offset, len);
                 }
             },
+            |m, at| {
+                if matches!(op, Op::WriteZeroes { .. }) {
+                    media = self.faults.media_hit(Media::Write, ranges);
+                }
+                if matches!(op, Op::WriteZeroes { unmap: false }) {
+                    // Written zeros are a write like any other.
+                    cut_during = self.track_write(m, ranges, at, media.is_none());
+                } else if media.is_none() {
+                    for &(o, l) in ranges {
+                        m.power.clip(o, l);
+                    }
+                }
+            },
         )?;
+        if let Some(fault) = media {
+            return Err(DeviceError::Media { fault, due });
+        }
         self.trim_log.push(TrimRecord {
             seq: 0,
             model_ns,
@@ -667,7 +831,11 @@ impl Device {
                 self.store.zero(o, l, unmap).map_err(DeviceError::Io)?;
             }
         }
-        if fua {
+        if cut_during {
+            // The power went as these zeros arrived: never acknowledged.
+            return Err(DeviceError::PoweredOff);
+        }
+        if fua && !self.flush_lies {
             self.store.sync().map_err(DeviceError::Io)?;
         }
         p.set_trim(outcome);
@@ -700,6 +868,319 @@ impl Device {
         self.stats.capture.status(self.scale, self.now_ns())
     }
 
+    /// Audit a write of `ranges` just submitted at `(model_now,
+    /// model_done)` (if `record`: its previous contents are kept until it
+    /// is durable). Returns whether an armed `--after-writes` cut goes off
+    /// with it.
+    fn track_write(
+        &self,
+        m: &mut ModelState,
+        ranges: &[(u64, u64)],
+        (now, done): (u64, u64),
+        record: bool,
+    ) -> bool {
+        if self.track && record {
+            let units_end = m.ssd.durability().placed;
+            for &(offset, len) in ranges {
+                if len > power::MAX_UNDO_BYTES / 4 {
+                    m.power.untracked += 1;
+                    continue;
+                }
+                let mut undo = vec![0u8; len as usize];
+                if let Err(e) = self
+                    .store
+                    .read(offset, &[VolatileSlice::from(&mut undo[..])])
+                {
+                    warn!("power-loss audit: cannot read the previous contents at {offset}: {e}");
+                    m.power.untracked += 1;
+                    continue;
+                }
+                m.power.push(Record {
+                    offset,
+                    undo,
+                    submitted_ns: now,
+                    acked_ns: done,
+                    units_end,
+                    durable_ns: None,
+                });
+            }
+        }
+        if let Some(Armed::AfterWrites { writes }) = m.power.armed {
+            if writes <= 1 {
+                self.decide_cut(m, now, "with a write (--after-writes)".into());
+                return true;
+            }
+            m.power.armed = Some(Armed::AfterWrites { writes: writes - 1 });
+        }
+        false
+    }
+
+    /// The power goes at drive time `t`: no request is taken from now on;
+    /// [`Self::finish_cut`] carries the cut out.
+    fn decide_cut(&self, m: &mut ModelState, t: u64, trigger: String) {
+        m.power.off = true;
+        m.power.armed = None;
+        m.power.pending_cut = Some((t, trigger));
+        self.powered.store(false, Relaxed);
+        self.cut_requested.store(true, Relaxed);
+    }
+
+    /// Carry out a decided cut: close the frontends' connections, wait for
+    /// the requests whose data I/O is under way, undo the lost writes,
+    /// save the state as it is after the cut.
+    fn finish_cut(&self) {
+        if !self.cut_requested.swap(false, Relaxed) {
+            return;
+        }
+        for h in self
+            .power_hooks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
+            h();
+        }
+        let _excl = self.gate.write().unwrap_or_else(|e| e.into_inner());
+        let mut m = self.lock();
+        let Some((t, trigger)) = m.power.pending_cut.take() else {
+            return;
+        };
+        let (mut lost, survived) = if self.track {
+            m.ssd.catch_up(t);
+            let d = m.ssd.durability();
+            m.power.settle(d);
+            m.power.take_lost(t)
+        } else {
+            (Vec::new(), 0)
+        };
+        // Newest first: each write's previous contents are what the one
+        // before it (or the durable data) left.
+        for r in lost.iter_mut().rev() {
+            if let Err(e) = self
+                .store
+                .write(r.offset, &[VolatileSlice::from(&mut r.undo[..])])
+            {
+                error!(
+                    "power cut: cannot restore {}+{}: {e}",
+                    r.offset,
+                    r.undo.len()
+                );
+            }
+        }
+        if let Err(e) = self.store.sync() {
+            error!("power cut: cannot sync the store: {e}");
+        }
+        let lost_report = power::lost_writes(&lost, t);
+        let lost_bytes = lost_report.iter().map(|l| l.length).sum();
+        warn!(
+            "power cut at drive time {:.3} s ({trigger}): {} writes ({lost_bytes} bytes) lost, {survived} pending ones survived{}",
+            t as f64 / 1e9,
+            lost_report.len(),
+            if self.track {
+                ""
+            } else {
+                " (power-loss protection)"
+            }
+        );
+        m.power.cuts += 1;
+        m.power.last_cut = Some(CutReport {
+            model_ns: t,
+            trigger,
+            protected: !self.track,
+            lost: lost_report,
+            lost_bytes,
+            survived,
+        });
+        drop(m);
+        if let Err(e) = self.save_state() {
+            warn!("power cut: {e}");
+        }
+    }
+
+    /// An armed `--after-ms` cut whose time has come goes off.
+    fn poll_power(&self) {
+        {
+            let mut m = self.lock();
+            let now = self.model_clock(self.now_ns()) + m.offset_ns;
+            if let Some(Armed::At { model_ns }) = m.power.armed
+                && now >= model_ns
+            {
+                self.decide_cut(&mut m, model_ns, "its time came (--after-ms)".to_string());
+            }
+        }
+        self.finish_cut();
+    }
+
+    /// A drive whose preset goes read-only at end of life does once its
+    /// mean erase count reaches the rated cycles.
+    fn check_end_of_life(&self, ssd: &Ssd) {
+        if self.profile.wear.end_of_life == EndOfLife::ReadOnly
+            && !self.read_only.load(Relaxed)
+            && ssd.worn_out()
+        {
+            self.read_only.store(true, Relaxed);
+            warn!(
+                "the drive has reached its rated {} P/E cycles and is read-only from now on (as its kind was)",
+                self.profile.wear.rated_pe_cycles
+            );
+        }
+    }
+
+    /// Whether the drive is worn out and read-only.
+    pub fn read_only(&self) -> bool {
+        self.read_only.load(Relaxed)
+    }
+
+    /// Age the NAND fast (`ctl precondition --wear PERCENT`): every block
+    /// to at least `percent` of the rated P/E cycles (data untouched).
+    /// Returns the erases added.
+    pub fn age(&self, percent: f64) -> Result<u64, String> {
+        if self.profile.wear.rated_pe_cycles == 0 {
+            return Err(format!(
+                "profile {} has no [wear] rated_pe_cycles: there is no rated life to age it towards",
+                self.profile.name
+            ));
+        }
+        if !(percent.is_finite() && percent > 0.0 && percent <= 1000.0) {
+            return Err(format!("--wear {percent} must be in (0, 1000] percent"));
+        }
+        let mut m = self.lock();
+        let added = m.ssd.age_to(percent);
+        self.check_end_of_life(&m.ssd);
+        drop(m);
+        log::info!("aged the NAND to {percent} % of its rated cycles ({added} erases)");
+        Ok(added)
+    }
+
+    /// Cut the power (`ctl power-cut`) now or arm a cut.
+    pub fn power_cut(&self, trigger: CutTrigger) -> Result<PowerCutResult, PowerError> {
+        let armed = {
+            let mut m = self.lock();
+            if m.power.off {
+                return Err(PowerError::AlreadyOff);
+            }
+            let now = self.model_clock(self.now_ns()) + m.offset_ns;
+            let armed = match trigger {
+                CutTrigger::Now => None,
+                CutTrigger::AfterWrites { writes } => {
+                    if !(1..=power::MAX_AFTER_WRITES).contains(&writes) {
+                        return Err(PowerError::BadTrigger(format!(
+                            "--after-writes {writes} must be between 1 and {}",
+                            power::MAX_AFTER_WRITES
+                        )));
+                    }
+                    Some(Armed::AfterWrites { writes })
+                }
+                CutTrigger::AfterMs { ms } => {
+                    if ms > faults::MAX_PERIOD_MS {
+                        return Err(PowerError::BadTrigger(format!(
+                            "--after-ms {ms} must be at most {}",
+                            faults::MAX_PERIOD_MS
+                        )));
+                    }
+                    Some(Armed::At {
+                        model_ns: now + ms * 1_000_000,
+                    })
+                }
+                CutTrigger::Random { seed } => Some(Armed::AfterWrites {
+                    writes: 1 + vssd_common::rng::Rng::new(seed).below(1000),
+                }),
+            };
+            match armed {
+                None => self.decide_cut(&mut m, now, "now (ctl power-cut)".into()),
+                Some(a) => {
+                    log::info!("power cut armed: {a:?}");
+                    m.power.armed = Some(a);
+                }
+            }
+            armed
+        };
+        self.finish_cut();
+        let cut = match armed {
+            None => self.lock().power.last_cut.clone(),
+            Some(_) => None,
+        };
+        Ok(PowerCutResult { cut, armed })
+    }
+
+    /// Power back on (`ctl power-on`): requests and connections are taken again.
+    pub fn power_on(&self) -> Result<(), PowerError> {
+        let mut m = self.lock();
+        if !m.power.off {
+            return Err(PowerError::AlreadyOn);
+        }
+        m.power.off = false;
+        self.powered.store(true, Relaxed);
+        log::info!("power on");
+        Ok(())
+    }
+
+    /// Whether the drive has power (frontends refuse connections without).
+    pub fn powered(&self) -> bool {
+        self.powered.load(Relaxed)
+    }
+
+    /// Call `hook` whenever the power goes (a frontend closes its
+    /// connections, as a real power loss does).
+    pub fn on_power_cut(&self, hook: impl Fn() + Send + Sync + 'static) {
+        self.power_hooks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Box::new(hook));
+    }
+
+    /// The power state and the audit.
+    pub fn power_report(&self) -> PowerReport {
+        let m = self.lock();
+        PowerReport {
+            powered: !m.power.off,
+            armed: m.power.armed,
+            power_loss_protection: !self.track,
+            flush_lies: self.flush_lies,
+            cuts: m.power.cuts,
+            last_cut: m.power.last_cut.clone(),
+            pending_writes: m.power.records.len() as u64,
+            pending_undo_bytes: m.power.undo_bytes,
+            untracked_writes: m.power.untracked,
+        }
+    }
+
+    /// An injected media fault over `ranges` fails the request, reported at `due`.
+    fn media_check(&self, dir: Media, ranges: &[(u64, u64)], due: u64) -> Result<(), DeviceError> {
+        match self.faults.media_hit(dir, ranges) {
+            Some(fault) => Err(DeviceError::Media { fault, due }),
+            None => Ok(()),
+        }
+    }
+
+    /// Register an injected fault (`ctl fault add`), checked against the drive.
+    pub fn add_fault(&self, spec: FaultSpec) -> Result<FaultInfo, FaultError> {
+        let now = {
+            let m = self.lock();
+            self.model_clock(self.now_ns()) + m.offset_ns
+        };
+        let info = self.faults.add(spec, self.capacity(), now)?;
+        log::info!("fault {} added: {:?}", info.id, info.spec);
+        Ok(info)
+    }
+
+    /// Remove injected fault `id`, or all (`None`): how many were removed.
+    pub fn clear_faults(&self, id: Option<u64>) -> Result<usize, FaultError> {
+        let n = self.faults.clear(id)?;
+        log::info!("{n} fault(s) cleared");
+        Ok(n)
+    }
+
+    /// The injected faults and what they did.
+    pub fn faults(&self) -> FaultReport {
+        self.poll_power();
+        FaultReport {
+            power: self.power_report(),
+            read_only: self.read_only(),
+            ..self.faults.report()
+        }
+    }
+
     /// TRIM log records after sequence number `after` (at most `max`), and
     /// how many after it were already dropped from the ring.
     pub fn trim_log(&self, after: u64, max: usize) -> (Vec<TrimRecord>, u64) {
@@ -709,11 +1190,19 @@ impl Device {
     /// Make everything written so far durable, then flush the drive's buffer.
     pub fn flush(&self, conn: &Connection) -> Pending {
         let p = self.begin(conn, OpKind::Flush, 0);
-        let r = self
-            .store
-            .sync()
-            .map_err(DeviceError::Io)
-            .and_then(|()| self.submit(&p, Op::Flush, &[(0, 0)]));
+        let gate = self.gate.read().unwrap_or_else(|e| e.into_inner());
+        let r = if self.flush_lies {
+            // A drive that lies about flushes answers at once and programs
+            // nothing (no range: the model is not asked).
+            self.submit(&p, Op::Flush, &[])
+        } else {
+            self.store
+                .sync()
+                .map_err(DeviceError::Io)
+                .and_then(|()| self.submit(&p, Op::Flush, &[(0, 0)]))
+        };
+        drop(gate);
+        self.finish_cut();
         self.settle(p, r)
     }
 
@@ -734,6 +1223,8 @@ impl Device {
     /// Record a counter sample for the recent write-amplification window
     /// (call about once a second).
     pub fn sample(&self) {
+        self.poll_power();
+        self.check_end_of_life(&self.lock().ssd);
         let c = self.counters();
         let mut s = self.samples.lock().unwrap_or_else(|e| e.into_inner());
         if s.len() == SAMPLES_KEPT {
@@ -794,14 +1285,21 @@ impl Device {
             counters,
             lateness: hist::Summary::of(self.stats.lateness()),
             ops: self.stats.ops_report(),
+            faults: self.faults(),
         }
     }
 
     /// Back to a fresh drive: all data reads as zeros, the FTL is reset.
     pub fn secure_erase(&self) -> Result<(), DeviceError> {
+        if !self.powered() {
+            return Err(DeviceError::PoweredOff);
+        }
         let mut m = self.lock();
         self.store.erase_all().map_err(DeviceError::Io)?;
         m.ssd.secure_erase();
+        // Nothing written before is there to lose (and the model counts
+        // placed units from zero again).
+        m.power.clear();
         self.ftl_describes_data.store(true, Relaxed);
         self.stats.reset();
         self.samples
@@ -819,6 +1317,9 @@ impl Device {
     pub fn idle(&self, ns: u64) -> Result<(), DeviceError> {
         if let Some(why) = self.stopped() {
             return Err(DeviceError::Stopped(why.into()));
+        }
+        if !self.powered() {
+            return Err(DeviceError::PoweredOff);
         }
         let mut m = self.lock();
         let now = self.model_clock(self.now_ns()) + m.offset_ns;
@@ -842,6 +1343,9 @@ impl Device {
     ) -> Result<PreconditionOutcome, DeviceError> {
         if let Some(why) = self.stopped() {
             return Err(DeviceError::Stopped(why.into()));
+        }
+        if !self.powered() {
+            return Err(DeviceError::PoweredOff);
         }
         if steps.contains(&Precondition::TrimAll) {
             self.store
@@ -877,6 +1381,7 @@ impl Device {
                 break p.model_now_ns;
             }
         };
+        self.check_end_of_life(&self.lock().ssd);
         Ok(PreconditionOutcome {
             model_ns: end.saturating_sub(start),
             cancelled,
@@ -912,5 +1417,7 @@ fn sample_payload(bufs: &[VolatileSlice<'_>], len: u64) -> Payload {
     vssd_model::payload::estimate(&sample[..n])
 }
 
+#[cfg(test)]
+mod power_tests;
 #[cfg(test)]
 mod tests;

@@ -263,6 +263,9 @@ pub struct StatsReport {
     pub lateness: Summary,
     /// Per operation kind, keyed by [`OpKind::name`].
     pub ops: BTreeMap<String, OpReport>,
+    /// Injected faults and what they did (`ctl fault list`).
+    #[serde(default)]
+    pub faults: crate::faults::FaultReport,
 }
 
 impl StatsReport {

@@ -87,7 +87,8 @@ pub enum Status {
     IoError,
     /// The backing store is full.
     NoSpace,
-    /// The drive stopped after an internal failure and refuses all I/O.
+    /// The drive stopped after an internal failure, or its power is cut
+    /// (`ctl power-cut`), and refuses all I/O.
     Stopped,
 }
 

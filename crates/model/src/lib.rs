@@ -89,6 +89,18 @@ pub struct Request {
     pub payload: Payload,
 }
 
+/// Where the host's data is ([`Ssd::durability`]): what a power cut
+/// would lose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Durability {
+    /// Host units placed since the model was created or loaded.
+    pub placed: u64,
+    /// The last `open` of them wait in open dpages, not programmed.
+    pub open: u64,
+    /// The others are in NAND by this time (0: no write buffer).
+    pub programmed_by_ns: u64,
+}
+
 /// When the drive finishes a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Completion {

@@ -5,6 +5,7 @@
 //! `hybrid/`, ...) combine them. The vocabulary is the crate's (see the
 //! glossary in [`crate`]).
 
+use super::Durability;
 use super::blocks::Blocks;
 use super::buffer::WriteBuffer;
 use super::geo::Geo;
@@ -14,7 +15,7 @@ use super::reduction::Reduction;
 use super::release::DeferredRelease;
 use super::slc::SlcCache;
 use super::timeline::Timelines;
-use super::types::{Broken, Count, Raw};
+use super::types::{Broken, Count, Raw, Stream};
 use super::victims::Collections;
 use super::{Completion, Counters, ModelError, Op, Payload, Request};
 use vssd_profile::Profile;
@@ -46,6 +47,9 @@ pub struct Ssd {
     pub(super) scheme: MappingScheme,
     pub(super) raw: Raw,
     pub(super) seed: u64,
+    /// Host units placed so far (each host write places one per mapping
+    /// unit it covers), for [`Ssd::durability`]. Not saved.
+    pub(super) host_units_placed: u64,
     /// Set when the model found its state broken ([`ModelError::Internal`]):
     /// every later request is refused and the state is not saved.
     pub(super) damaged: Option<&'static str>,
@@ -69,6 +73,7 @@ impl Ssd {
             scheme: MappingScheme::new(&geo),
             raw: Raw::default(),
             seed,
+            host_units_placed: 0,
             damaged: None,
             geo,
         }
@@ -248,6 +253,66 @@ impl Ssd {
         })
     }
 
+    /// Where the host data written so far is: of the `placed` host units
+    /// (in the order the host wrote them), the last `open` sit in open
+    /// dpages not yet programmed (a FLUSH, idle time or later writes
+    /// program them); every other one is in a program that is done by
+    /// `programmed_by_ns` (0 without a write buffer: a write then
+    /// completes only once its data is in NAND).
+    pub fn durability(&self) -> Durability {
+        let open = if self.scheme.is_hybrid() {
+            // Hybrid mapping programs partly filled dpages at the end of
+            // each request.
+            0
+        } else {
+            (0..self.geo.dies as usize)
+                .map(|d| self.blocks.wp(Stream::Host, d).slot() as u64)
+                .sum()
+        };
+        Durability {
+            placed: self.host_units_placed,
+            open,
+            programmed_by_ns: if self.geo.buffer_units > 0 {
+                self.buffer.last_release()
+            } else {
+                0
+            },
+        }
+    }
+
+    /// Age the NAND fast: every block in service to at least `percent` of
+    /// the rated P/E cycles (wear levelled, as a drive that wrote that
+    /// much evenly). The erases count in the counters, and program and
+    /// erase times grow with them as the profile's `[wear]` says. Data and
+    /// mapping are untouched. Returns the erases added (0 without rated
+    /// cycles or when already that worn).
+    pub fn age_to(&mut self, percent: f64) -> u64 {
+        if self.geo.rated_pe == 0 || !percent.is_finite() || percent <= 0.0 {
+            return 0;
+        }
+        let target = (self.geo.rated_pe as f64 * percent / 100.0).ceil();
+        let added = self.blocks.age_to(target.min(u32::MAX as f64) as u32);
+        self.raw.add(Count::Erases, added);
+        added
+    }
+
+    /// Whether the mean erase count has reached the rated P/E cycles
+    /// (false without rated cycles).
+    pub fn worn_out(&self) -> bool {
+        if self.geo.rated_pe == 0 {
+            return false;
+        }
+        let in_service = (self.blocks.count() - self.geo.retired as usize).max(1);
+        let (_, _, sum) = self.blocks.wear();
+        sum >= self.geo.rated_pe as u64 * in_service as u64
+    }
+
+    /// Hold the drive until `until_ns`: no host command starts before then
+    /// (a firmware stall; commands already started finish as planned).
+    pub fn hold_until(&mut self, until_ns: u64) {
+        self.timelines.raise_barrier(until_ns);
+    }
+
     fn check(&self, req: &Request) -> Result<(), ModelError> {
         if req.op == Op::Flush {
             return Ok(());
@@ -297,6 +362,41 @@ mod tests {
             len,
             payload: Payload::Unknown,
         }
+    }
+
+    #[test]
+    fn ageing_wears_every_block_and_reaches_end_of_life_at_100_percent() {
+        let mut p = tiny("4KiB", "4KiB", 1, "64KiB", "greedy", 0.0);
+        p.wear.rated_pe_cycles = 1000;
+        let mut ssd = Ssd::new(&p, 1);
+        assert!(!ssd.worn_out());
+        let added = ssd.age_to(50.0);
+        let c = ssd.counters();
+        assert_eq!(c.erase_count_min, 500);
+        assert_eq!(c.erases, added);
+        assert!(!ssd.worn_out());
+        assert_eq!(ssd.age_to(10.0), 0, "ageing never takes wear away");
+        ssd.age_to(100.0);
+        assert!(ssd.worn_out());
+        ssd.check_invariants().unwrap();
+        // Writes still work in the model: end-of-life behaviour is the device's.
+        ssd.submit(0, &req(Op::Write, 0, 4096)).unwrap();
+    }
+
+    #[test]
+    fn a_hold_delays_commands_that_arrive_during_it_only() {
+        let p = tiny("4KiB", "4KiB", 1, "64KiB", "greedy", 0.0);
+        let mut ssd = Ssd::new(&p, 1);
+        let w = ssd.submit(0, &req(Op::Write, 0, 4096)).unwrap();
+        let t = w.done_ns + 1_000_000;
+        let plain = ssd.submit(t, &req(Op::Read, 0, 4096)).unwrap().done_ns - t;
+        let until = t + 50_000_000;
+        ssd.hold_until(until);
+        let r = ssd.submit(t + 1_000_000, &req(Op::Read, 0, 4096)).unwrap();
+        assert_eq!(r.done_ns, until + plain, "starts at the end of the hold");
+        let after = until + 1_000_000;
+        let r = ssd.submit(after, &req(Op::Read, 0, 4096)).unwrap();
+        assert_eq!(r.done_ns - after, plain, "after it, as before");
     }
 
     #[test]

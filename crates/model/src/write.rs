@@ -103,6 +103,7 @@ impl Ssd {
     /// filled a dpage (which is then programmed).
     fn place_host(&mut self, lpn: u64, ready: u64) -> Result<Option<u64>, Broken> {
         let die = self.host_die(ready)?;
+        self.host_units_placed += 1;
         if self.reduction.enabled() {
             self.reduction.assign(lpn);
         }

@@ -14,7 +14,8 @@ mod validate;
 
 use period::is_default;
 pub use period::{
-    Controller, Mapping, MappingPolicy, Reduction, SlcCache, SlcMode, Spec, Trim, Wear,
+    Controller, EndOfLife, Mapping, MappingPolicy, Reduction, Reliability, SlcCache, SlcMode, Spec,
+    Trim, Wear,
 };
 
 pub use identity::{Identity, IdentitySpec, ReadAfterTrim, SmartSet};
@@ -318,6 +319,9 @@ pub struct Profile {
     /// Controller description.
     #[serde(default, skip_serializing_if = "is_default")]
     pub controller: Controller,
+    /// Power-loss behaviour (default: no protection, honest flushes).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub reliability: Reliability,
     /// What the drive reports about itself: model, serial, firmware, WWN,
     /// SMART attribute set (defaults: see [`Profile::identity`]).
     #[serde(default, skip_serializing_if = "is_default")]

@@ -128,6 +128,37 @@ pub struct Wear {
     pub prog_growth: f64,
     /// Erase time grows by this fraction at the rated cycles.
     pub erase_growth: f64,
+    /// What the drive does once its mean erase count reaches the rated
+    /// cycles (default: keeps going).
+    #[serde(skip_serializing_if = "is_default")]
+    pub end_of_life: EndOfLife,
+}
+
+/// `[wear] end_of_life`: a drive's behaviour at its rated P/E cycles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EndOfLife {
+    /// Writes go on (until blocks fail, which is not modelled).
+    #[default]
+    KeepGoing,
+    /// The drive turns read-only: writes, write-zeroes and discards fail,
+    /// reads work (Intel's client drives of the period).
+    ReadOnly,
+}
+
+/// `[reliability]`: how the drive behaves when its power goes
+/// (`vssd ctl power-cut`, see docs/faults.md).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Reliability {
+    /// Power-loss protection (capacitors that let the drive program its
+    /// write buffer after the power goes, as the Intel 320 had): a power
+    /// cut loses nothing acknowledged.
+    pub power_loss_protection: bool,
+    /// The drive lies about flushes: FLUSH (and FUA) complete at once
+    /// without programming the write buffer, so they protect nothing
+    /// from a power cut. Off by default; no preset sets it.
+    pub flush_lies: bool,
 }
 
 /// `[controller]`: controller traits that are not timings.
@@ -292,6 +323,14 @@ pub(super) fn validate(p: &Profile, origin: &str) -> Result<(), ProfileError> {
             "wear.rated_pe_cycles",
             0,
             "must be set (1..=10000000) when wear.prog_growth or wear.erase_growth is",
+        ));
+    }
+    if w.end_of_life != EndOfLife::KeepGoing && w.rated_pe_cycles == 0 {
+        return Err(invalid(
+            origin,
+            "wear.rated_pe_cycles",
+            0,
+            "must be set (1..=10000000) when wear.end_of_life is",
         ));
     }
     Ok(())

@@ -198,6 +198,13 @@ impl NbdServer {
         };
         let draining = self.draining.clone();
         let live = self.live.clone();
+        // A power cut closes every connection, as a real one does.
+        let cut = live.clone();
+        dev.on_power_cut(move || {
+            for (_, sock) in cut.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+                let _ = sock.shutdown();
+            }
+        });
         let timing = self.timing;
         let buffers = self.buffers.clone();
         let handshake = handshake_timeout();
@@ -216,6 +223,11 @@ impl NbdServer {
                         }
                     };
                     if draining.load(Ordering::SeqCst) {
+                        let _ = sock.shutdown();
+                        continue;
+                    }
+                    if !dev.powered() {
+                        debug!("NBD {addr}: the drive's power is off; closing a new connection");
                         let _ = sock.shutdown();
                         continue;
                     }

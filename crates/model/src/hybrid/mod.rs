@@ -290,6 +290,7 @@ impl Ssd {
         lpn: u64,
         ready: u64,
     ) -> Result<Option<u64>, Broken> {
+        self.host_units_placed += 1;
         let s = hybrid.sb_units();
         let logical_sb = (lpn / s as u64) as u32;
         let off = (lpn % s as u64) as u32;
