@@ -14,6 +14,7 @@ use vssd_device::TrimOutcome;
 use vssd_device::report::TrimReport;
 use vssd_model::{Op, Payload, PreconditionRun, Request};
 use vssd_sim::Simulation;
+use vssd_sim::engine::ReplayKind;
 use vssd_trace::vssd as vt;
 
 /// Largest TRIM range the guest's block layer sends on `bus`: ATA ranges
@@ -94,6 +95,8 @@ pub struct PhaseTrace {
     /// The guest's surface measurement (surface phases): its positions
     /// group the replayed requests into bursts.
     pub surface: Option<super::results::Surface>,
+    /// The guest's figures of the phase (`read_bw`, `write_bw`, ...).
+    pub guest: BTreeMap<String, f64>,
 }
 
 impl Replay {
@@ -123,6 +126,7 @@ impl Replay {
                     records,
                     window_ns: e - b,
                     surface: p.surface.clone(),
+                    guest: p.metrics.clone(),
                 })
             })
             .collect();
@@ -529,6 +533,59 @@ fn replay_phase(
             }
             _ => {
                 metrics::fio(&v, &mut r.metrics);
+                // As for surfaces: the guest's own time at the job's ends
+                // (fio starting its clock before the first request and
+                // stopping it after the last completion) is added to the
+                // replayed drive's span, so both bandwidths time the same.
+                for (dir, ops) in [
+                    ("read", &[vssd_trace::Op::Read][..]),
+                    ("write", &[vssd_trace::Op::Write][..]),
+                ] {
+                    let key = format!("{dir}_bw");
+                    let guest_bw = pt.guest.get(&key).copied().unwrap_or(0.0);
+                    let recorded: Vec<vssd_trace::Io> = pt
+                        .records
+                        .iter()
+                        .filter_map(vt::Record::io)
+                        .filter(|io| ops.contains(&io.op))
+                        .collect();
+                    let bytes: u64 = recorded.iter().map(|io| io.len).sum();
+                    let a = pt
+                        .records
+                        .iter()
+                        .filter(|rec| rec.io().is_some_and(|io| ops.contains(&io.op)))
+                        .map(|rec| rec.arrival_ns)
+                        .min();
+                    let d = pt
+                        .records
+                        .iter()
+                        .filter(|rec| rec.io().is_some_and(|io| ops.contains(&io.op)))
+                        .map(|rec| rec.delivered_ns)
+                        .max();
+                    let dir_of = |k: ReplayKind| match k {
+                        ReplayKind::Io(vssd_sim::Dir::Read) => Some("read"),
+                        ReplayKind::Io(vssd_sim::Dir::Write) | ReplayKind::WriteZeroes(_) => {
+                            Some("write")
+                        }
+                        _ => None,
+                    };
+                    let mut span = (u64::MAX, 0u64);
+                    for (e, &(issue, end)) in entries.iter().zip(done) {
+                        if dir_of(e.kind) == Some(dir) {
+                            span = (span.0.min(issue), span.1.max(end));
+                        }
+                    }
+                    if let (Some(a), Some(d)) = (a, d)
+                        && guest_bw > 0.0
+                        && d > a
+                        && span.1 > span.0
+                        && bytes > 0
+                    {
+                        let own_s = (bytes as f64 / guest_bw - (d - a) as f64 / 1e9).max(0.0);
+                        let replayed = (span.1 - span.0) as f64 / 1e9 + own_s;
+                        r.metrics.insert(key, bytes as f64 / replayed);
+                    }
+                }
                 r.metrics
                     .insert("drive_qd".into(), metrics::fio_queue_depth(&v));
                 r.series = Some(series_of(&report));
