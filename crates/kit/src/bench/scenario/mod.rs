@@ -52,6 +52,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "partition-retention",
         include_str!("../../../../../scenarios/partition-retention.toml"),
     ),
+    (
+        "power-loss",
+        include_str!("../../../../../scenarios/power-loss.toml"),
+    ),
 ];
 
 /// Built-in fio job files, usable by name from any scenario: (name, text).
