@@ -5,7 +5,8 @@
 //! its simulator run beside it, and on the SATA bus — where a TCG guest
 //! cannot keep the drive busy — with time dilated until it can; and the
 //! power-loss scenario takes ext4 through two power cuts in a guest and
-//! reports what the drive lost and what fsck and the files say.
+//! reports what the drive lost and what fsck and the files say, and
+//! `fault` phases reach the daemon at their boundaries.
 
 mod common;
 
@@ -449,5 +450,51 @@ fn power_loss_in_a_guest_reports_what_was_lost() {
     assert!(
         text.contains("on: the latest power cut lost") && text.contains("check: e2fsck"),
         "{text}"
+    );
+}
+
+/// `fault` phases in a guest: a stall registered at one phase boundary
+/// holds the surface pass's commands, and the `fault clear` phase after
+/// it reports the stalls injected and no fault left.
+#[test]
+fn fault_phases_reach_the_daemon_in_a_guest() {
+    init_logging();
+    require_program("qemu-system-x86_64");
+    let _g = guest_lock();
+    let dir = scratch_dir();
+    let f = dir.path().join("stall.toml");
+    std::fs::write(
+        &f,
+        "name = \"stall\"\n[drive]\nprofile = \"sata-mlc-2011\"\ncapacity = \"256M\"\n\
+         [[phase]]\nname = \"st\"\nkind = \"fault\"\nfault = \"stall\"\nms = 10\nevery_ms = 50\n\
+         [[phase]]\nname = \"w\"\nkind = \"surface\"\nop = \"write\"\npositions = 32\n\
+         [[phase]]\nname = \"cl\"\nkind = \"fault\"\nclear = true\n\
+         [[phase]]\nkind = \"expect\"\nchecks = [\"st.faults_active == 1\", \"cl.faults_active == 0\", \"cl.stalls_injected >= 1\", \"cl.errors_injected == 0\"]\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let o = bench(&[
+        "run",
+        f.to_str().unwrap(),
+        "--time-scale",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    eprintln!("{text}");
+    assert!(
+        o.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r = results(&out);
+    assert!(
+        r.expects.len() == 4
+            && r.expects
+                .iter()
+                .all(|e| e.passed && e.inconclusive.is_none()),
+        "{:?}",
+        r.expects
     );
 }
