@@ -185,6 +185,41 @@ impl ServeProcess {
         Ok(())
     }
 
+    /// The injected faults, the power state and the latest cut's losses
+    /// (`{"cmd":"fault-list"}`).
+    pub fn faults(&self) -> Result<vssd_ctl::protocol::FaultReport, ServeProcessError> {
+        let v = vssd_ctl::request(&self.control, &CtlRequest::FaultList)?;
+        serde_json::from_value(v)
+            .map_err(|e| ServeProcessError::from(vssd_ctl::CtlError::Protocol(e.to_string())))
+    }
+
+    /// Add a fault (`{"cmd":"fault-add"}`).
+    pub fn fault_add(&self, fault: vssd_ctl::protocol::FaultSpec) -> Result<(), ServeProcessError> {
+        vssd_ctl::request(&self.control, &CtlRequest::FaultAdd { fault })?;
+        Ok(())
+    }
+
+    /// Remove one fault or all (`{"cmd":"fault-clear"}`).
+    pub fn fault_clear(&self, id: Option<u64>) -> Result<(), ServeProcessError> {
+        vssd_ctl::request(&self.control, &CtlRequest::FaultClear { id })?;
+        Ok(())
+    }
+
+    /// Cut the power now or arm a cut (`{"cmd":"power-cut"}`).
+    pub fn power_cut(
+        &self,
+        trigger: vssd_ctl::protocol::CutTrigger,
+    ) -> Result<(), ServeProcessError> {
+        vssd_ctl::request(&self.control, &CtlRequest::PowerCut { trigger })?;
+        Ok(())
+    }
+
+    /// Power back on (`{"cmd":"power-on"}`).
+    pub fn power_on(&self) -> Result<(), ServeProcessError> {
+        vssd_ctl::request(&self.control, &CtlRequest::PowerOn)?;
+        Ok(())
+    }
+
     /// SIGTERM and wait (5 s, then SIGKILL). True if it exited 0.
     pub fn stop(&mut self) -> bool {
         // SAFETY: kill(2) on our own child's pid, no memory involved.

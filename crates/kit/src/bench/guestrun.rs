@@ -16,7 +16,7 @@ use super::dilation;
 use super::metrics;
 use super::progress::Progress;
 use super::results::{BenchResults, DriveSample, Environment, Mode, PhaseResult, Surface};
-use super::scenario::{DEV_VAR, PhaseKind, Scenario, SurfaceOp, TrimMethod};
+use super::scenario::{DEV_VAR, FS_MOUNT, FaultAction, PhaseKind, Scenario, SurfaceOp, TrimMethod};
 use super::simrun::{sample, unix_now};
 use crate::demo::Fs;
 use crate::guest::{Guest, ensure_image};
@@ -151,13 +151,200 @@ fn script(sc: &Scenario, range: std::ops::Range<usize>, exe: &str) -> String {
             // lets the drive idle the rest of them at once (see
             // `idle_fast_forward_ns`).
             PhaseKind::Idle { seconds } => s.push_str(&format!("sleep {seconds}\n")),
+            // The host sends the request when it reads the phase's start
+            // line; the guest gives it a second to land.
+            PhaseKind::Fault { .. } | PhaseKind::PowerCut { .. } => s.push_str("sleep 1\n"),
+            PhaseKind::Files {
+                mkfs,
+                mount_options,
+                count,
+                size,
+                fsync,
+            } => {
+                if *mkfs {
+                    s.push_str(&format!(
+                        "mountpoint -q {FS_MOUNT} && umount {FS_MOUNT}\nmkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 {dev} >/dev/null\n"
+                    ));
+                }
+                let conv = if *fsync { " conv=fsync" } else { "" };
+                // A write that fails (the power went) ends the phase, not
+                // the script.
+                s.push_str(&format!(
+                    "mkdir -p {FS_MOUNT}\nmountpoint -q {FS_MOUNT} || mount -o {mount_options} {dev} {FS_MOUNT}\n\
+                     n=0\nfor j in $(seq 1 {count}); do\n  \
+                     {pattern} | head -c {size} | dd of={FS_MOUNT}/p{i}-f$j bs=64k iflag=fullblock{conv} 2>/dev/null || break\n  \
+                     n=$j\ndone\necho \"@@METRIC {i} files_written $n\"\n",
+                    pattern = file_pattern(i),
+                ));
+            }
+            PhaseKind::Fsck { sets } => {
+                s.push_str(&format!(
+                    "mountpoint -q {FS_MOUNT} && umount {FS_MOUNT}\n\
+                     e2fsck -fy {dev} >/dev/null 2>&1 && r=0 || r=$?\necho \"@@METRIC {i} fsck_fix_exit $r\"\n\
+                     e2fsck -fn {dev} >/tmp/fsck{i}.txt 2>&1 && r=0 || r=$?\necho \"@@METRIC {i} fsck_check_exit $r\"\n\
+                     mkdir -p {FS_MOUNT}\nif mount -o ro {dev} {FS_MOUNT}; then\n  echo \"@@METRIC {i} mounted 1\"\n"
+                ));
+                for set in sets {
+                    let (p, count, size) = (set.phase, set.count, set.size);
+                    s.push_str(&format!(
+                        "  for j in $(seq 1 {count}); do\n    f={FS_MOUNT}/p{p}-f$j\n    \
+                         if [ ! -e $f ]; then echo \"@@FSBAD {i} {p} $j missing\"\n    \
+                         elif ! {pattern} | head -c {size} | cmp -s - $f; then echo \"@@FSBAD {i} {p} $j damaged\"; fi\n  done\n",
+                        pattern = file_pattern(p),
+                    ));
+                }
+                s.push_str(&format!(
+                    "  umount {FS_MOUNT}\nelse\n  echo \"@@METRIC {i} mounted 0\"\nfi\n"
+                ));
+            }
             _ => {}
         }
         s.push_str(&format!("echo \"@@PHASE-END {i} $(up)\"\n"));
     }
     // The results, after the timed part.
-    s.push_str("for f in /tmp/fio*.json /tmp/surface*.json /tmp/bw*_bw*.log; do\n  [ -e \"$f\" ] || continue\n  echo \"@@FILE $f\"\n  cat \"$f\"\n  echo\n  echo \"@@FILE-END\"\ndone\n");
+    s.push_str("for f in /tmp/fsck*.txt /tmp/fio*.json /tmp/surface*.json /tmp/bw*_bw*.log; do\n  [ -e \"$f\" ] || continue\n  echo \"@@FILE $f\"\n  cat \"$f\"\n  echo\n  echo \"@@FILE-END\"\ndone\n");
     s
+}
+
+/// The shell pipeline that prints the contents of file `$j` of the
+/// `files` phase `phase` (and more: the caller cuts it to size), so the
+/// `fsck` phase can tell an intact file from a damaged one without
+/// keeping a copy.
+fn file_pattern(phase: usize) -> String {
+    format!("yes \"vssd bench phase {phase} file $j\"")
+}
+
+/// `@@METRIC PHASE NAME VALUE` lines the guest printed: (phase, name) → value.
+fn guest_metrics(output: &str) -> BTreeMap<(usize, String), f64> {
+    output
+        .lines()
+        .filter_map(|l| {
+            let mut it = l.strip_prefix("@@METRIC ")?.split_whitespace();
+            let i = it.next()?.parse().ok()?;
+            let name = it.next()?.to_string();
+            let v = it.next()?.parse().ok()?;
+            Some(((i, name), v))
+        })
+        .collect()
+}
+
+/// Files an `fsck` phase found missing or damaged: `@@FSBAD PHASE SET J WHAT`
+/// → (set's phase, file number).
+fn bad_files(output: &str, phase: usize) -> Vec<(usize, u32)> {
+    output
+        .lines()
+        .filter_map(|l| {
+            let mut it = l.strip_prefix("@@FSBAD ")?.split_whitespace();
+            let i: usize = it.next()?.parse().ok()?;
+            let p = it.next()?.parse().ok()?;
+            let j = it.next()?.parse().ok()?;
+            (i == phase).then_some((p, j))
+        })
+        .collect()
+}
+
+/// The metrics of a `fault`, `power-cut` or `power-on` phase from the
+/// fault registry and the power audit at its end.
+pub(super) fn fault_metrics(
+    kind: &PhaseKind,
+    f: &vssd_ctl::protocol::FaultReport,
+    m: &mut BTreeMap<String, f64>,
+) {
+    match kind {
+        PhaseKind::Fault { .. } => {
+            let c = &f.counters;
+            m.insert("faults_active".into(), f.active.len() as f64);
+            m.insert("read_errors_injected".into(), c.read_errors_injected as f64);
+            m.insert(
+                "write_errors_injected".into(),
+                c.write_errors_injected as f64,
+            );
+            m.insert(
+                "errors_injected".into(),
+                (c.read_errors_injected + c.write_errors_injected) as f64,
+            );
+            m.insert("stalls_injected".into(), c.stalls_injected as f64);
+        }
+        PhaseKind::PowerCut { .. } | PhaseKind::PowerOn => {
+            let p = &f.power;
+            // A power-cut phase that armed a cut reports no losses (the
+            // latest cut, if any, is an earlier one): its cut goes off
+            // later, and the `power-on` after it reports what it lost.
+            let cut = p.last_cut.as_ref().filter(|_| {
+                !matches!(kind, PhaseKind::PowerCut { trigger } if *trigger != vssd_ctl::protocol::CutTrigger::Now)
+            });
+            m.insert("armed".into(), f64::from(u8::from(p.armed.is_some())));
+            m.insert("powered".into(), f64::from(u8::from(p.powered)));
+            m.insert("cuts".into(), p.cuts as f64);
+            m.insert(
+                "lost_writes".into(),
+                cut.map_or(0.0, |c| c.lost.len() as f64),
+            );
+            m.insert(
+                "lost_acked_writes".into(),
+                cut.map_or(0.0, |c| {
+                    c.lost.iter().filter(|w| w.acknowledged).count() as f64
+                }),
+            );
+            m.insert(
+                "lost_bytes".into(),
+                cut.map_or(0.0, |c| c.lost_bytes as f64),
+            );
+            m.insert(
+                "protected".into(),
+                f64::from(u8::from(p.power_loss_protection)),
+            );
+            m.insert("pending_writes".into(), p.pending_writes as f64);
+        }
+        _ => {}
+    }
+}
+
+/// An `fsck` phase's metrics: whether e2fsck found the filesystem clean
+/// after its repair pass, and how many of the files the earlier `files`
+/// phases wrote (as far as each got before the power went) read back
+/// intact.
+#[allow(clippy::too_many_arguments)]
+fn fsck_metrics(
+    sets: &[super::scenario::FileSet],
+    done: &[PhaseResult],
+    sc: &Scenario,
+    fix_exit: f64,
+    check_exit: f64,
+    mounted: f64,
+    bad: &[(usize, u32)],
+    m: &mut BTreeMap<String, f64>,
+) {
+    m.insert("fsck_fixed".into(), f64::from(u8::from(fix_exit != 0.0)));
+    m.insert(
+        "fsck_clean".into(),
+        f64::from(u8::from(check_exit == 0.0 && mounted == 1.0)),
+    );
+    let (mut checked, mut intact, mut lost, mut synced_lost) = (0u64, 0u64, 0u64, 0u64);
+    for set in sets {
+        let written = sc
+            .phases
+            .get(set.phase)
+            .and_then(|p| done.iter().find(|r| r.name == p.name))
+            .and_then(|r| r.metrics.get("files_written"))
+            .map_or(0, |n| *n as u32);
+        for j in 1..=written.min(set.count) {
+            checked += 1;
+            // A filesystem that did not mount lost everything.
+            if mounted != 1.0 || bad.contains(&(set.phase, j)) {
+                lost += 1;
+                if set.fsync {
+                    synced_lost += 1;
+                }
+            } else {
+                intact += 1;
+            }
+        }
+    }
+    m.insert("files_checked".into(), checked as f64);
+    m.insert("files_intact".into(), intact as f64);
+    m.insert("files_lost".into(), lost as f64);
+    m.insert("synced_files_lost".into(), synced_lost as f64);
 }
 
 /// Files the guest printed: path → contents.
@@ -359,6 +546,10 @@ pub fn run(
                         )?;
                         r.model_s = pr.model_time_ns as f64 / 1e9;
                     }
+                    PhaseKind::PowerOn => {
+                        serve.power_on()?;
+                        fault_metrics(&p.kind, &serve.faults()?, &mut r.metrics);
+                    }
                     _ => {}
                 }
                 Ok(())
@@ -384,6 +575,9 @@ pub fn run(
         let snaps: Mutex<BTreeMap<(usize, bool), Snap>> = Mutex::new(BTreeMap::new());
         let times: Mutex<BTreeMap<(usize, bool), f64>> = Mutex::new(BTreeMap::new());
         let failed: Mutex<Option<String>> = Mutex::new(None);
+        // The fault registry at the end of each fault and power-cut phase.
+        let reports: Mutex<BTreeMap<usize, vssd_ctl::protocol::FaultReport>> =
+            Mutex::new(BTreeMap::new());
         let on_line = |line: &str| {
             let (begin, rest) = if let Some(r) = line.strip_prefix("@@PHASE-BEGIN ") {
                 (true, r)
@@ -422,6 +616,26 @@ pub fn run(
                 {
                     *failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(e.to_string());
                 }
+                let sent = match (begin, &p.kind) {
+                    (true, PhaseKind::Fault { action }) => match action {
+                        FaultAction::Add(spec) => serve.fault_add(spec.clone()),
+                        FaultAction::Clear(id) => serve.fault_clear(*id),
+                    },
+                    (true, PhaseKind::PowerCut { trigger }) => serve.power_cut(*trigger),
+                    (false, PhaseKind::Fault { .. } | PhaseKind::PowerCut { .. }) => {
+                        serve.faults().map(|f| {
+                            reports
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .insert(i, f);
+                        })
+                    }
+                    _ => Ok(()),
+                };
+                if let Err(e) = sent {
+                    *failed.lock().unwrap_or_else(|e| e.into_inner()) =
+                        Some(format!("phase {}: {e}", p.name));
+                }
                 if begin {
                     phase_now.store(i, Ordering::SeqCst);
                     progress.begin(
@@ -456,6 +670,8 @@ pub fn run(
             incomplete = Some(format!("control socket: {e}"));
         }
         let out = files(&run.output);
+        let from_guest = guest_metrics(&run.output);
+        let reports = reports.into_inner().unwrap_or_else(|e| e.into_inner());
         let snaps = snaps.into_inner().unwrap_or_else(|e| e.into_inner());
         let times = times.into_inner().unwrap_or_else(|e| e.into_inner());
         for i in seg.clone() {
@@ -523,6 +739,33 @@ pub fn run(
                         (t.discard_cmds + t.write_zeroes_cmds) as f64,
                     );
                     r.trim = Some(t);
+                }
+                PhaseKind::Fault { .. } | PhaseKind::PowerCut { .. } => {
+                    if let Some(f) = reports.get(&i) {
+                        fault_metrics(&sc.phases[i].kind, f, &mut r.metrics);
+                    }
+                }
+                PhaseKind::Files { .. } => {
+                    if let Some(n) = from_guest.get(&(i, "files_written".to_string())) {
+                        r.metrics.insert("files_written".into(), *n);
+                    }
+                }
+                PhaseKind::Fsck { sets } => {
+                    let get = |n: &str| from_guest.get(&(i, n.to_string())).copied();
+                    if let (Some(fix), Some(check), Some(mounted)) =
+                        (get("fsck_fix_exit"), get("fsck_check_exit"), get("mounted"))
+                    {
+                        fsck_metrics(
+                            sets,
+                            &phases,
+                            sc,
+                            fix,
+                            check,
+                            mounted,
+                            &bad_files(&run.output, i),
+                            &mut r.metrics,
+                        );
+                    }
                 }
                 _ => {}
             }

@@ -342,7 +342,29 @@ pub fn evaluate(sc: &Scenario, r: &BenchResults) -> Vec<ExpectResult> {
                 .collect();
             bound.sort();
             bound.dedup();
-            let inconclusive = (!bound.is_empty()).then(|| {
+            // The simulator does not lose data or run a filesystem: what
+            // faults and power cuts did is a guest run's to measure.
+            let mut unsimulated: Vec<String> = a
+                .refs()
+                .into_iter()
+                .filter(|(p, m)| {
+                    r.mode == results::Mode::Sim
+                        && sc.phases.iter().any(|q| {
+                            q.name == *p
+                                && q.kind.guest_only_metrics()
+                                && q.kind.metrics().contains(&m.as_str())
+                        })
+                })
+                .map(|(p, _)| p)
+                .collect();
+            unsimulated.dedup();
+            let inconclusive = if !unsimulated.is_empty() {
+                Some(format!(
+                    "inconclusive (not simulated): {} measured only in a guest run (the simulator has no data to lose and no filesystem)",
+                    unsimulated.join(", ")
+                ))
+            } else {
+                (!bound.is_empty()).then(|| {
                 format!(
                     "inconclusive (guest-bound): the guest could not keep the drive busy in {} \
                      (its requests were in the drive at under half the simulator's queue depth), \
@@ -350,7 +372,8 @@ pub fn evaluate(sc: &Scenario, r: &BenchResults) -> Vec<ExpectResult> {
                      larger --time-scale",
                     bound.join(", ")
                 )
-            });
+                })
+            };
             ExpectResult {
                 text: a.text.clone(),
                 passed: passed && inconclusive.is_none(),
@@ -408,6 +431,60 @@ pub fn junit(r: &BenchResults) -> String {
     x
 }
 
+/// What power cuts lost and what fsck found, one line per `power-on`
+/// (or `power-cut`, once powered off) and `fsck` phase of a guest run.
+fn losses(r: &BenchResults) -> Vec<String> {
+    let mut v = Vec::new();
+    let m = |p: &results::PhaseResult, k: &str| p.metrics.get(k).copied();
+    for p in &r.phases {
+        match p.kind.as_str() {
+            "power-on" => {
+                if let (Some(n), Some(a), Some(b), Some(prot)) = (
+                    m(p, "lost_writes"),
+                    m(p, "lost_acked_writes"),
+                    m(p, "lost_bytes"),
+                    m(p, "protected"),
+                ) {
+                    v.push(format!(
+                        "{}: the latest power cut lost {n} writes ({a} of them acknowledged, {} bytes){}",
+                        p.name,
+                        b,
+                        if prot == 1.0 {
+                            "; the drive has power-loss protection"
+                        } else {
+                            ""
+                        }
+                    ));
+                }
+            }
+            "fsck" => {
+                if let (Some(clean), Some(c), Some(i), Some(s)) = (
+                    m(p, "fsck_clean"),
+                    m(p, "files_checked"),
+                    m(p, "files_intact"),
+                    m(p, "synced_files_lost"),
+                ) {
+                    v.push(format!(
+                        "{}: e2fsck {}{}; {i} of {c} files written read back intact, {s} fsynced files lost",
+                        p.name,
+                        if m(p, "fsck_fixed") == Some(1.0) {
+                            "repaired (journal replay), then "
+                        } else {
+                            ""
+                        },
+                        if clean == 1.0 { "clean" } else { "NOT clean" },
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    if !v.is_empty() {
+        v.insert(0, String::new());
+    }
+    v
+}
+
 fn summary(r: &BenchResults) -> String {
     use std::fmt::Write as _;
     let mut o = String::new();
@@ -462,6 +539,9 @@ fn summary(r: &BenchResults) -> String {
                 .map(|w| format!("{w:.2}"))
                 .unwrap_or_default()
         );
+    }
+    for line in losses(r) {
+        let _ = writeln!(o, "{line}");
     }
     if !r.comparison.is_empty() {
         let _ = writeln!(

@@ -187,11 +187,20 @@ impl ExpectResult {
         self.verdict() == Verdict::Fail
     }
 
-    /// `PASS`, `FAIL` or `INCONCLUSIVE (guest-bound)`.
+    /// `PASS`, `FAIL`, `INCONCLUSIVE (guest-bound)` or `INCONCLUSIVE (not
+    /// simulated)`.
     pub fn label(&self) -> &'static str {
         match self.verdict() {
             Verdict::Pass => "PASS",
             Verdict::Fail => "FAIL",
+            Verdict::Inconclusive
+                if self
+                    .inconclusive
+                    .as_deref()
+                    .is_some_and(|w| w.starts_with("inconclusive (not simulated)")) =>
+            {
+                "INCONCLUSIVE (not simulated)"
+            }
             Verdict::Inconclusive => "INCONCLUSIVE (guest-bound)",
         }
     }

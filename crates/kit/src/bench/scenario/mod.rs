@@ -34,7 +34,7 @@ use serde::Deserialize;
 use super::expr::Assertion;
 use crate::bus::Bus;
 use crate::demo::Fs;
-use vssd_ctl::protocol::Step;
+use vssd_ctl::protocol::{CutTrigger, FaultSpec, Step};
 use vssd_profile::Profile;
 use vssd_profile::size::parse_size;
 
@@ -51,6 +51,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
     (
         "partition-retention",
         include_str!("../../../../../scenarios/partition-retention.toml"),
+    ),
+    (
+        "power-loss",
+        include_str!("../../../../../scenarios/power-loss.toml"),
     ),
 ];
 
@@ -174,7 +178,70 @@ enum PhaseSpec {
         name: Option<String>,
         checks: Vec<String>,
     },
+    Fault {
+        name: Option<String>,
+        #[serde(default)]
+        clear: bool,
+        id: Option<u64>,
+        fault: Option<String>,
+        offset: Option<String>,
+        length: Option<String>,
+        ms: Option<u64>,
+        every_ms: Option<u64>,
+        after_ms: Option<u64>,
+    },
+    PowerCut {
+        name: Option<String>,
+        after_writes: Option<u64>,
+        after_ms: Option<u64>,
+        random: Option<u64>,
+    },
+    PowerOn {
+        name: Option<String>,
+    },
+    Files {
+        name: Option<String>,
+        #[serde(default = "yes")]
+        mkfs: bool,
+        mount_options: Option<String>,
+        count: u32,
+        size: String,
+        #[serde(default)]
+        fsync: bool,
+    },
+    Fsck {
+        name: Option<String>,
+    },
 }
+
+fn yes() -> bool {
+    true
+}
+
+/// What a `fault` phase does: `ctl fault add` or `ctl fault clear`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FaultAction {
+    /// Register a fault.
+    Add(FaultSpec),
+    /// Remove one fault (by id) or all of them.
+    Clear(Option<u64>),
+}
+
+/// Files a `files` phase writes, for the `fsck` phase that checks them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileSet {
+    /// Index of the `files` phase.
+    pub phase: usize,
+    /// Files.
+    pub count: u32,
+    /// Bytes per file.
+    pub size: u64,
+    /// Each file fsynced before the next is written.
+    pub fsync: bool,
+}
+
+/// Where a guest's `files` phases mount the filesystem.
+pub const FS_MOUNT: &str = "/tmp/vssd-fs";
 
 /// How a `trim` phase sends TRIM, the ways an OS does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
@@ -261,6 +328,41 @@ pub enum PhaseKind {
         /// Parsed.
         checks: Vec<Assertion>,
     },
+    /// Add or clear a media fault or a stall (control socket, at the
+    /// phase's start).
+    Fault {
+        /// What.
+        action: FaultAction,
+    },
+    /// Cut the drive's power now or arm a cut (control socket, at the
+    /// phase's start; the guest waits a second for it).
+    PowerCut {
+        /// When.
+        trigger: CutTrigger,
+    },
+    /// Power back on (host side: the guest boots again afterwards, as a
+    /// machine does after a power cut).
+    PowerOn,
+    /// ext4 files written in the guest (mkfs and mount first, or on the
+    /// filesystem an earlier `files` phase mounted).
+    Files {
+        /// mkfs.ext4 and mount first.
+        mkfs: bool,
+        /// `mount -o` options (e.g. `barrier=0`).
+        mount_options: String,
+        /// Files.
+        count: u32,
+        /// Bytes per file.
+        size: u64,
+        /// `conv=fsync` per file.
+        fsync: bool,
+    },
+    /// e2fsck (replay, then a read-only check) and every file of the
+    /// earlier `files` phases read back.
+    Fsck {
+        /// The files to check.
+        sets: Vec<FileSet>,
+    },
 }
 
 impl PhaseKind {
@@ -274,6 +376,11 @@ impl PhaseKind {
             PhaseKind::Surface { .. } => "surface",
             PhaseKind::Idle { .. } => "idle",
             PhaseKind::Expect { .. } => "expect",
+            PhaseKind::Fault { .. } => "fault",
+            PhaseKind::PowerCut { .. } => "power-cut",
+            PhaseKind::PowerOn => "power-on",
+            PhaseKind::Files { .. } => "files",
+            PhaseKind::Fsck { .. } => "fsck",
         }
     }
 
@@ -281,7 +388,23 @@ impl PhaseKind {
     pub fn host_side(&self) -> bool {
         matches!(
             self,
-            PhaseKind::SecureErase | PhaseKind::Precondition { .. } | PhaseKind::Expect { .. }
+            PhaseKind::SecureErase
+                | PhaseKind::Precondition { .. }
+                | PhaseKind::Expect { .. }
+                | PhaseKind::PowerOn
+        )
+    }
+
+    /// Only a guest run measures this kind's own metrics: the simulator
+    /// has no data to lose and no filesystem to check.
+    pub fn guest_only_metrics(&self) -> bool {
+        matches!(
+            self,
+            PhaseKind::Fault { .. }
+                | PhaseKind::PowerCut { .. }
+                | PhaseKind::PowerOn
+                | PhaseKind::Files { .. }
+                | PhaseKind::Fsck { .. }
         )
     }
 
@@ -307,10 +430,43 @@ impl PhaseKind {
                 "last_bw",
             ],
             PhaseKind::Trim { .. } => &["trim_bytes", "freed_bytes", "trim_cmds"],
+            PhaseKind::Fault { .. } => FAULT_METRICS,
+            PhaseKind::PowerCut { .. } | PhaseKind::PowerOn => POWER_METRICS,
+            PhaseKind::Files { .. } => &["files_written"],
+            PhaseKind::Fsck { .. } => &[
+                "fsck_clean",
+                "fsck_fixed",
+                "files_checked",
+                "files_intact",
+                "files_lost",
+                "synced_files_lost",
+            ],
             _ => &[],
         }
     }
 }
+
+/// Metrics of a `fault` phase: the fault registry at the phase's end.
+pub const FAULT_METRICS: &[&str] = &[
+    "faults_active",
+    "errors_injected",
+    "read_errors_injected",
+    "write_errors_injected",
+    "stalls_injected",
+];
+
+/// Metrics of `power-cut` and `power-on` phases: the power audit at the
+/// phase's end (the latest cut's losses).
+pub const POWER_METRICS: &[&str] = &[
+    "powered",
+    "armed",
+    "cuts",
+    "lost_writes",
+    "lost_acked_writes",
+    "lost_bytes",
+    "protected",
+    "pending_writes",
+];
 
 /// Metrics every phase has: the drive over the phase.
 pub const DRIVE_METRICS: &[&str] = &[
@@ -628,6 +784,221 @@ impl Scenario {
                         return Err(perr(format!("idle seconds {seconds}: 0 to 86400")));
                     }
                     (name, PhaseKind::Idle { seconds })
+                }
+                PhaseSpec::Fault {
+                    name,
+                    clear,
+                    id,
+                    fault,
+                    offset,
+                    length,
+                    ms,
+                    every_ms,
+                    after_ms,
+                } => {
+                    let action = if clear {
+                        if fault.is_some()
+                            || offset.is_some()
+                            || length.is_some()
+                            || ms.is_some()
+                            || every_ms.is_some()
+                            || after_ms.is_some()
+                        {
+                            return Err(perr(
+                                "fault: clear = true takes only id (none: every fault)".into(),
+                            ));
+                        }
+                        FaultAction::Clear(id)
+                    } else {
+                        if id.is_some() {
+                            return Err(perr("fault: id goes with clear = true".into()));
+                        }
+                        let range = |what: &str| -> Result<(u64, u64), ScenarioError> {
+                            if ms.is_some() || every_ms.is_some() || after_ms.is_some() {
+                                return Err(perr(format!(
+                                    "fault {what}: ms, every_ms and after_ms go with fault = \"stall\""
+                                )));
+                            }
+                            let (Some(o), Some(l)) = (&offset, &length) else {
+                                return Err(perr(format!("fault {what}: give offset and length")));
+                            };
+                            Ok((
+                                size_or_percent(o, capacity)
+                                    .map_err(|e| perr(format!("offset: {e}")))?,
+                                size_or_percent(l, capacity)
+                                    .map_err(|e| perr(format!("length: {e}")))?,
+                            ))
+                        };
+                        let spec = match fault.as_deref() {
+                            Some("read-error") => {
+                                let (offset, length) = range("read-error")?;
+                                FaultSpec::ReadError { offset, length }
+                            }
+                            Some("write-error") => {
+                                let (offset, length) = range("write-error")?;
+                                FaultSpec::WriteError { offset, length }
+                            }
+                            Some("stall") => {
+                                if offset.is_some() || length.is_some() {
+                                    return Err(perr(
+                                        "fault stall: offset and length go with read-error and write-error"
+                                            .into(),
+                                    ));
+                                }
+                                let Some(ms) = ms else {
+                                    return Err(perr("fault stall: give ms".into()));
+                                };
+                                FaultSpec::Stall {
+                                    ms,
+                                    every_ms,
+                                    after_ms,
+                                }
+                            }
+                            Some(o) => {
+                                return Err(perr(format!(
+                                    "fault = {o:?}: read-error, write-error or stall"
+                                )));
+                            }
+                            None => {
+                                return Err(perr(
+                                    "fault: give fault = \"read-error\", \"write-error\" or \"stall\" (or clear = true)"
+                                        .into(),
+                                ));
+                            }
+                        };
+                        // The daemon's own checks, against this drive.
+                        vssd_device::faults::Faults::default()
+                            .add(spec.clone(), capacity, 0)
+                            .map_err(|e| perr(format!("fault: {e}")))?;
+                        FaultAction::Add(spec)
+                    };
+                    (name, PhaseKind::Fault { action })
+                }
+                PhaseSpec::PowerCut {
+                    name,
+                    after_writes,
+                    after_ms,
+                    random,
+                } => {
+                    let trigger = match (after_writes, after_ms, random) {
+                        (None, None, None) => CutTrigger::Now,
+                        (Some(0), None, None) => {
+                            return Err(perr(
+                                "power-cut: after_writes 0: 1 = the next write".into(),
+                            ));
+                        }
+                        (Some(writes), None, None)
+                            if writes <= vssd_device::power::MAX_AFTER_WRITES =>
+                        {
+                            CutTrigger::AfterWrites { writes }
+                        }
+                        (Some(writes), None, None) => {
+                            return Err(perr(format!(
+                                "power-cut: after_writes {writes}: at most {}",
+                                vssd_device::power::MAX_AFTER_WRITES
+                            )));
+                        }
+                        (None, Some(ms), None) if ms <= vssd_device::faults::MAX_PERIOD_MS => {
+                            CutTrigger::AfterMs { ms }
+                        }
+                        (None, Some(ms), None) => {
+                            return Err(perr(format!(
+                                "power-cut: after_ms {ms}: at most {}",
+                                vssd_device::faults::MAX_PERIOD_MS
+                            )));
+                        }
+                        (None, None, Some(seed)) => CutTrigger::Random { seed },
+                        _ => {
+                            return Err(perr(
+                                "power-cut: give at most one of after_writes, after_ms, random"
+                                    .into(),
+                            ));
+                        }
+                    };
+                    (name, PhaseKind::PowerCut { trigger })
+                }
+                PhaseSpec::PowerOn { name } => (name, PhaseKind::PowerOn),
+                PhaseSpec::Files {
+                    name,
+                    mkfs,
+                    mount_options,
+                    count,
+                    size: fsize,
+                    fsync,
+                } => {
+                    let fsize = parse_size(&fsize).map_err(|e| perr(format!("files size: {e}")))?;
+                    if !(1..=10_000).contains(&count) {
+                        return Err(perr(format!("files count {count}: 1 to 10000")));
+                    }
+                    if fsize == 0 || fsize > capacity / 2 {
+                        return Err(perr(format!(
+                            "files size {fsize}: more than 0, at most half the drive"
+                        )));
+                    }
+                    let total = fsize.saturating_mul(count as u64);
+                    if total > capacity / 2 {
+                        return Err(perr(format!(
+                            "files: {count} × {fsize} bytes is more than half the {capacity}-byte drive"
+                        )));
+                    }
+                    let mount_options = mount_options.unwrap_or_else(|| "defaults".into());
+                    if mount_options.is_empty()
+                        || !mount_options
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || ",=_-".contains(c))
+                    {
+                        return Err(perr(format!(
+                            "mount_options {mount_options:?}: letters, digits and , = _ - only"
+                        )));
+                    }
+                    if !mkfs
+                        && !phases
+                            .iter()
+                            .any(|p| matches!(p.kind, PhaseKind::Files { .. }))
+                    {
+                        return Err(perr(
+                            "files: mkfs = false needs an earlier files phase that made the filesystem"
+                                .into(),
+                        ));
+                    }
+                    (
+                        name,
+                        PhaseKind::Files {
+                            mkfs,
+                            mount_options,
+                            count,
+                            size: fsize,
+                            fsync,
+                        },
+                    )
+                }
+                PhaseSpec::Fsck { name } => {
+                    let sets: Vec<FileSet> = phases
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(j, p)| match p.kind {
+                            PhaseKind::Files {
+                                count, size, fsync, ..
+                            } => Some(FileSet {
+                                phase: j,
+                                count,
+                                size,
+                                fsync,
+                            }),
+                            _ => None,
+                        })
+                        .collect();
+                    // Only the files of the latest filesystem made.
+                    let last_mkfs = phases
+                        .iter()
+                        .rposition(|p| matches!(p.kind, PhaseKind::Files { mkfs: true, .. }));
+                    let Some(last_mkfs) = last_mkfs else {
+                        return Err(perr(
+                            "fsck: no earlier files phase made a filesystem to check".into(),
+                        ));
+                    };
+                    let sets = sets.into_iter().filter(|s| s.phase >= last_mkfs).collect();
+                    (name, PhaseKind::Fsck { sets })
                 }
                 PhaseSpec::Expect { name, checks } => {
                     if checks.is_empty() {
