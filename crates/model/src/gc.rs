@@ -322,8 +322,20 @@ impl Ssd {
 
     /// Work a drive does when the host leaves it alone: once no host command
     /// has been outstanding for `bg_idle_ms`, program buffered data, erase
-    /// blocks holding no valid data, and run GC on each die until it has
-    /// `bg_target_blocks` free, all within the idle gap.
+    /// blocks holding no valid data, run GC on each die until it has
+    /// `bg_target_blocks` free, then fold SLC-mode blocks, all within the
+    /// idle gap.
+    ///
+    /// The dies work at once and dies on one channel share it, so the work
+    /// is done in time order: always the step (one whole victim) that can
+    /// start earliest, on whichever die. The outcome is then the same
+    /// whether the gap is handled in one call (the next request) or in
+    /// several (a monitor's [`Ssd::catch_up`] in between): a call stops
+    /// before the first step that would start at or after `now`, and the
+    /// next call picks up the same step. Done die by die instead, the dies
+    /// handled first took the channels' free time and a read after the gap
+    /// waited 10 ms longer than when the daemon's stats request had split
+    /// the gap (found replaying a daemon's trace).
     pub(super) fn background(&mut self, now: u64) {
         if self.geo.bg_idle_ns == 0 || self.scheme.is_hybrid() {
             return;
@@ -334,57 +346,83 @@ impl Ssd {
         }
         let cursor = self.blocks.cursor() as usize;
         self.program_partial(Stream::Host, cursor, idle_start);
-        let target = self.geo.bg_target as usize;
-        for die in 0..self.geo.dies as usize {
-            let mut guard = self.geo.blocks_per_die;
-            // Blocks with no valid data left (after TRIM or overwrites) cost
-            // only an erase: always reclaim those; copy-GC only up to the target.
-            while (self.blocks.free_len(die) < target || self.blocks.bucket_head(die, 0) != NONE)
-                && guard > 0
-            {
-                guard -= 1;
+        let dies = self.geo.dies as usize;
+        // Per die: steps left (a bound, as before: at most a die's blocks
+        // of GC and as many of folding), and whether it is done with GC
+        // (then folding) or with everything.
+        let mut guard = vec![(self.geo.blocks_per_die, self.geo.blocks_per_die); dies];
+        let mut stage = vec![Stage::Gc; dies];
+        loop {
+            // The die whose next step starts earliest (lowest index on a tie).
+            let mut best: Option<(u64, usize)> = None;
+            for (die, st) in stage.iter().enumerate() {
+                if *st == Stage::Done {
+                    continue;
+                }
                 let t = idle_start.max(self.timelines.die_busy(die));
-                if t >= now || !self.gc_one(die, t, false) {
-                    break;
+                if t < now && best.is_none_or(|(bt, _)| t < bt) {
+                    best = Some((t, die));
                 }
             }
-        }
-        if self.slc.enabled() {
-            self.fold_slc_idle(idle_start, now);
+            let Some((t, die)) = best else { break };
+            let worked = match stage[die] {
+                Stage::Gc => {
+                    let target = self.geo.bg_target as usize;
+                    // Blocks with no valid data left (after TRIM or
+                    // overwrites) cost only an erase: always reclaim those;
+                    // copy-GC only up to the target.
+                    let want = self.blocks.free_len(die) < target
+                        || self.blocks.bucket_head(die, 0) != NONE;
+                    want && guard[die].0 > 0 && {
+                        guard[die].0 -= 1;
+                        self.gc_one(die, t, false)
+                    }
+                }
+                Stage::Fold => {
+                    guard[die].1 > 0 && {
+                        guard[die].1 -= 1;
+                        self.fold_step(die, t)
+                    }
+                }
+                Stage::Done => false,
+            };
+            if !worked {
+                stage[die] = match stage[die] {
+                    Stage::Gc if self.slc.enabled() => Stage::Fold,
+                    _ => Stage::Done,
+                };
+            }
         }
         // The idle gap is used up; the next one starts after new host I/O.
         self.timelines.host_done(now - self.geo.bg_idle_ns);
     }
 
-    /// Idle time recovers the SLC cache: full SLC-mode blocks are folded
-    /// (their valid units copied into native blocks by GC, at the native
-    /// program time) and erased, within the idle gap `idle_start..now`.
-    fn fold_slc_idle(&mut self, idle_start: u64, now: u64) {
-        for die in 0..self.geo.dies as usize {
+    /// One step of folding the SLC cache in idle time on `die`, starting at
+    /// `t`: the next full SLC-mode block's valid units are copied into
+    /// native blocks by GC (at the native program time) and the block
+    /// erased. False if there is none to fold or no room.
+    fn fold_step(&mut self, die: usize, t: u64) -> bool {
+        if !self.gc.busy(die) {
             let b0 = die as u32 * self.geo.blocks_per_die;
-            let mut guard = self.geo.blocks_per_die;
-            while guard > 0 {
-                guard -= 1;
-                let t = idle_start.max(self.timelines.die_busy(die));
-                if t >= now {
-                    break;
-                }
-                if !self.gc.busy(die) {
-                    let next = (b0..b0 + self.geo.blocks_per_die)
-                        .find(|&b| self.slc.is_slc(b) && self.blocks.is(b, BlockState::Full));
-                    let Some(b) = next else { break };
-                    let need = self.blocks.valid(b) as u64;
-                    if need > self.wp_room(Stream::Gc, die) && self.blocks.free_len(die) == 0 {
-                        break;
-                    }
-                    self.begin_victim(die, b, false);
-                }
-                if !self.gc_one(die, t, false) {
-                    break;
-                }
+            let next = (b0..b0 + self.geo.blocks_per_die)
+                .find(|&b| self.slc.is_slc(b) && self.blocks.is(b, BlockState::Full));
+            let Some(b) = next else { return false };
+            let need = self.blocks.valid(b) as u64;
+            if need > self.wp_room(Stream::Gc, die) && self.blocks.free_len(die) == 0 {
+                return false;
             }
+            self.begin_victim(die, b, false);
         }
+        self.gc_one(die, t, false)
     }
+}
+
+/// Where a die is in its idle-time work ([`Ssd::background`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Gc,
+    Fold,
+    Done,
 }
 
 #[cfg(test)]

@@ -378,13 +378,19 @@ fn bad_requests_leave_state_untouched() {
 
 /// `catch_up` during idle time changes no timing: a drive asked for its
 /// state now and then between bursts (as the daemon's sampler and `ctl
-/// stats` do) completes every request when one left alone does.
+/// stats` do) completes every request when one left alone does. Some gaps
+/// are longer than the presets' `bg_idle_ms`, so that background GC (and
+/// SLC folding) runs in them on every die at once and a catch-up lands in
+/// the middle of it: the work on dies sharing a channel must come out the
+/// same whether it is done in one call or in several.
 #[test]
 fn catching_up_in_idle_gaps_changes_no_completion_time() {
     for (name, cap) in [
         ("sata-slc-2009", 64u64 << 20),
         ("sata-mlc-2011", 64 << 20),
         ("nvme-tlc", 128 << 20),
+        ("nvme-tlc-slc-cache", 128 << 20),
+        ("intel-x25m-g2", 64 << 20),
     ] {
         let p = Profile::load_with_capacity(name, Some(cap)).unwrap();
         let run = |poke: bool| -> Vec<u64> {
@@ -425,12 +431,34 @@ fn catching_up_in_idle_gaps_changes_no_completion_time() {
                     done.push(c.done_ns);
                     t += 20_000;
                 }
-                let gap = 1_000_000 + (burst % 7) * 3_000_000;
+                // Mostly short gaps; every fifth one long enough for
+                // background work (300-500 ms).
+                let gap = if burst % 5 == 4 {
+                    300_000_000 + (burst % 3) * 100_000_000
+                } else {
+                    1_000_000 + (burst % 7) * 3_000_000
+                };
                 if poke {
                     ssd.catch_up(t + gap / 3);
                     ssd.catch_up(t + gap / 2);
+                    ssd.catch_up(t + gap / 2 + 1_234_567);
+                    ssd.catch_up(t + gap - 7_654_321);
                 }
                 t += gap;
+                // A read after the gap: it waits for whatever background
+                // work is still on its die.
+                let c = ssd
+                    .submit(
+                        t,
+                        &Request {
+                            op: Op::Read,
+                            offset: (rng() % cap) * 4096,
+                            len: 4096,
+                            payload: Payload::Unknown,
+                        },
+                    )
+                    .unwrap();
+                done.push(c.done_ns);
             }
             done
         };

@@ -188,9 +188,12 @@ impl Ssd {
         }
         self.check(req)?;
         let now = now_ns.max(self.timelines.now());
-        self.timelines.advance(now);
+        // The idle-time work up to `now` first: its steps start before
+        // `now` and must see the channels' reservations that end before it
+        // (which `advance` forgets), as they do when a catch-up did it.
         self.erase_in_gaps(now);
         self.background(now);
+        self.timelines.advance(now);
 
         // Queue-depth limit: a command beyond the drive's tags waits for one.
         self.buffer.retire(now);
