@@ -158,6 +158,14 @@ fn main() -> ExitCode {
     let r: Result<(), Box<dyn std::error::Error>> = match cli.cmd {
         Cmd::Profiles { what } => profiles(what),
         Cmd::Sim(args) => vssd::sim::run(args).map_err(Into::into),
+        #[cfg(feature = "kit")]
+        Cmd::Calibrate(args) if args.fit => {
+            vssd_kit::validate::fit::run_cli(args).map_err(Into::into)
+        }
+        #[cfg(not(feature = "kit"))]
+        Cmd::Calibrate(args) if args.fit => {
+            Err("calibrate --fit needs vssd built with its kit (the default features)".into())
+        }
         Cmd::Calibrate(args) => vssd::calibrate::run(args).map_err(Into::into),
         #[cfg(feature = "kit")]
         Cmd::Validate(a) => vssd_kit::validate::run_cli(a).map_err(Into::into),

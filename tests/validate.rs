@@ -131,3 +131,203 @@ fn charts_are_written_per_preset() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("held out:") && text.contains("at-2738-randwrite-used"));
 }
+
+/// `vssd calibrate --fit` end to end on a corpus made from the model
+/// itself: two sources, each a random-write rate that the firmware time
+/// per write sets, "published" as a profile with 100 µs per write
+/// simulated them. Starting from 300 µs, every fold (which sees only the
+/// other source) and the fit on both find 100 µs again; `vssd validate`
+/// then judges each source's figure with the fold that left it out, and
+/// `--update-preset` writes the value into the profile file.
+#[test]
+fn the_fit_recovers_a_known_parameter_with_every_source_left_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let base = Command::new(env!("CARGO_BIN_EXE_vssd"))
+        .args(["profiles", "show", "sata-mlc-2011"])
+        .output()
+        .unwrap();
+    let base = String::from_utf8(base.stdout).unwrap();
+    let base: String = base
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let profile = |ns: u64, fit: bool| {
+        let mut t = base.replace("[host]\n", &format!("[host]\nwrite_command_ns = {ns}\n"));
+        t = t.replace("name = \"sata-mlc-2011\"", "name = \"fit-test\"");
+        if fit {
+            t.push_str(
+                "\n[[fit]]\nkey = \"host.write_command_ns\"\nmin = 20000\nmax = 1000000\nlog = true\nwhy = \"test\"\n",
+            );
+        }
+        t
+    };
+    let truth = d.join("truth.toml");
+    std::fs::write(&truth, profile(100_000, false)).unwrap();
+    let job = |qd: u32| {
+        format!(
+            "[m]\nrw=randwrite\nbs=4k\niodepth={qd}\nsize=256m\nruntime=2\ntime_based\nnorandommap\n"
+        )
+    };
+    // What the "true" drive does under each protocol.
+    let iops = |qd: u32| -> f64 {
+        let jf = d.join(format!("qd{qd}.fio"));
+        std::fs::write(&jf, job(qd)).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_vssd"))
+            .args([
+                "sim",
+                "--profile",
+                truth.to_str().unwrap(),
+                "--capacity",
+                "1G",
+            ])
+            .args(["--output-format", "json", jf.to_str().unwrap()])
+            .env("RUST_LOG", "error")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["jobs"][0]["write"]["iops"].as_f64().unwrap()
+    };
+    let (a, b) = (iops(1), iops(4));
+    assert!(a > 0.0 && b > a, "{a} {b}");
+    let fitted = d.join("fitted.toml");
+    std::fs::write(&fitted, profile(300_000, true)).unwrap();
+    let corpus = d.join("corpus");
+    std::fs::create_dir(&corpus).unwrap();
+    let source = |id: &str| {
+        format!(
+            "[[source]]\nid = \"{id}\"\npublication = \"p\"\ntitle = \"t\"\nkind = \"review\"\n"
+        )
+    };
+    let protocol = |id: &str, src: &str, qd: u32| {
+        format!(
+            "[[protocol]]\nid = \"{id}\"\nsource = \"{src}\"\ndescription = \"d\"\n  [[protocol.step]]\n  kind = \"fio\"\n  name = \"m\"\n  job = \"\"\"\n{}\"\"\"\n",
+            job(qd)
+        )
+    };
+    let figure = |id: &str, p: &str, v: f64| {
+        format!(
+            "[[figure]]\nid = \"{id}\"\nprotocol = \"{p}\"\nstep = \"m\"\nstate = \"fresh\"\nmetric = \"write_iops\"\npublished = {v}\nunit = \"IOPS\"\n"
+        )
+    };
+    std::fs::write(
+        corpus.join("fit-test.toml"),
+        format!(
+            "preset = \"{}\"\ndrive = \"d\"\ncoverage = \"c\"\n{}{}{}{}{}{}",
+            fitted.display(),
+            source("s1"),
+            source("s2"),
+            protocol("p1", "s1", 1),
+            protocol("p2", "s2", 4),
+            figure("f1", "p1", a),
+            figure("f2", "p2", b),
+        ),
+    )
+    .unwrap();
+    let fits = d.join("fits");
+    let out = Command::new(env!("CARGO_BIN_EXE_vssd"))
+        .args([
+            "calibrate",
+            fitted.to_str().unwrap(),
+            "--fit",
+            "--capacity",
+            "1G",
+        ])
+        .args([
+            "--corpus",
+            corpus.to_str().unwrap(),
+            "--write",
+            fits.to_str().unwrap(),
+        ])
+        .args(["--update-preset", fitted.to_str().unwrap(), "--jobs", "2"])
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("without s1") && text.contains("without s2"),
+        "{text}"
+    );
+    let record: toml::Table = std::fs::read_to_string(fits.join("fit-test.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let near = |v: &toml::Value| {
+        let x = v.as_array().unwrap()[0].as_float().unwrap();
+        assert!(
+            (x / 100_000.0 - 1.0).abs() < 0.03,
+            "fitted {x} ns, want 100000"
+        );
+    };
+    near(&record["all"]["values"]);
+    let folds = record["fold"].as_array().unwrap();
+    assert_eq!(folds.len(), 2);
+    for f in folds {
+        near(&f["values"]);
+        assert_eq!(f["trained_on"].as_array().unwrap().len(), 1, "{f}");
+    }
+    // The profile file now holds the value fitted on both sources.
+    let updated = std::fs::read_to_string(&fitted).unwrap();
+    assert!(!updated.contains("write_command_ns = 300000"), "{updated}");
+    // validate judges each figure with the fold that never saw its source.
+    let out = run_validate(&[
+        "--all",
+        "--corpus",
+        corpus.to_str().unwrap(),
+        "--fits",
+        fits.to_str().unwrap(),
+        "--capacity",
+        "1G",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let p = &v["presets"][0];
+    assert_eq!(p["fitted"], true, "{p}");
+    assert!(p["notes"].as_array().unwrap().is_empty(), "{p}");
+    for f in p["figures"].as_array().unwrap() {
+        assert_eq!(f["held_out"], true);
+        assert_eq!(f["fold"], f["source"], "{f}");
+        assert!(f["error"].as_f64().unwrap().abs() < 0.03, "{f}");
+    }
+    // A preset changed after its fit is flagged, not silently judged.
+    std::fs::write(&fitted, profile(250_000, true)).unwrap();
+    let out = run_validate(&[
+        "--all",
+        "--corpus",
+        corpus.to_str().unwrap(),
+        "--fits",
+        fits.to_str().unwrap(),
+        "--capacity",
+        "1G",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("the fit record is stale"), "{text}");
+}
+
+#[test]
+fn a_fit_needs_free_parameters() {
+    let out = Command::new(env!("CARGO_BIN_EXE_vssd"))
+        .args(["calibrate", "mtron-mobi-3500", "--fit"])
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no free parameters"), "{err}");
+}

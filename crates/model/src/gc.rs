@@ -229,6 +229,9 @@ impl Ssd {
         // Their mapping entries are scattered: load them all first so the
         // cache misses overlap instead of stalling one by one below.
         self.mapping.warm_forward(&lpns);
+        // Their entries change: the translation pages GC updates (where
+        // only part of the map is cached).
+        self.map_update(t, &lpns);
         // Pass 2: read each page, then program its units at the GC write point.
         let mut next = 0;
         let copies_before = self.raw.get(Count::GcCopies);

@@ -76,6 +76,14 @@ pub(crate) struct Geo {
     pub(crate) plane_reads: bool,
     pub(crate) log_assoc: u32,
     pub(crate) max_log_blocks: u32,
+    /// Hybrid: merges copy whole logical blocks, unwritten pages included.
+    pub(crate) whole_block_merges: bool,
+    /// Mapping cache: translation pages that fit in the DRAM (0: the whole
+    /// map is in DRAM), log2 of the logical units one translation page
+    /// maps, and the bytes of one (a NAND page).
+    pub(crate) map_cache_pages: u64,
+    pub(crate) map_tpage_shift: u32,
+    pub(crate) map_page_bytes: u64,
     // ------------------------------------------- precomputed for hot paths
     /// log2 of `units_per_block`, `units_per_dpage` and `channels` when a
     /// power of two (the usual case), else [`NOT_POW2`]: a shift instead of
@@ -199,6 +207,12 @@ impl Geo {
             plane_reads: p.nand.independent_plane_reads && g.planes_per_die > 1,
             log_assoc: p.mapping.log_associativity.max(1),
             max_log_blocks: p.mapping.max_log_blocks,
+            whole_block_merges: p.mapping.whole_block_merges,
+            map_cache_pages: p.mapping.cache_bytes.0 / g.page_size.0,
+            map_tpage_shift: (g.page_size.0 / p.mapping.entry_bytes() as u64)
+                .max(1)
+                .trailing_zeros(),
+            map_page_bytes: g.page_size.0,
             upb_shift: shift_of(units_per_block),
             upd_shift: shift_of(units_per_dpage),
             ch_shift: shift_of(g.channels),

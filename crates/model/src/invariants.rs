@@ -28,6 +28,7 @@ impl Ssd {
             hybrid.check(&self.geo, &self.blocks, &self.mapping)?;
         }
         self.slc.check(|b| self.blocks.is(b, BlockState::Free))?;
+        self.map_cache.check()?;
         self.reduction.check(
             |b| self.blocks.is(b, BlockState::Full),
             |b| self.blocks.valid(b),

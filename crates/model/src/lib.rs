@@ -233,6 +233,14 @@ pub struct Counters {
     /// SLC cache: host units it can take now.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub slc_free_units: u64,
+    /// Mapping cache (`mapping.cache_bytes`): translation pages read from
+    /// NAND because they were not cached.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub map_reads: u64,
+    /// Mapping cache: changed translation pages written back to NAND (also
+    /// in `nand_bytes_programmed`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub map_writes: u64,
     /// Deferred release (`trim.deferred_release`): units trimmed whose
     /// flash is not released yet (not counted in `mapped_units`).
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -281,6 +289,7 @@ mod geo;
 mod hybrid;
 mod invariants;
 mod log_blocks;
+mod map_cache;
 mod mapping;
 mod packed;
 pub mod payload;

@@ -524,3 +524,179 @@ fn every_mechanism_survives_save_and_load() {
         }
     }
 }
+
+// ------------------------------------------------------- mapping cache
+
+/// `sata-mlc-2011` at 1 GiB with `cache` of translation pages (0: the
+/// whole map in DRAM).
+fn cached_drive(cache: &str) -> Profile {
+    let p = Profile::load_with_capacity("sata-mlc-2011", Some(1 << 30)).unwrap();
+    if cache == "0" {
+        return p;
+    }
+    let text = p.to_toml().replace(
+        "[buffer]",
+        &format!("[mapping]\ncache_bytes = \"{cache}\"\n\n[buffer]"),
+    );
+    Profile::from_toml(&text, "cached").unwrap()
+}
+
+/// `n` random 4 KiB writes at QD 8 over the first `span` bytes from `t`
+/// (a fixed sequence): the end time.
+fn random_writes(ssd: &mut Ssd, mut t: u64, span: u64, n: u64) -> u64 {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut inflight = std::collections::VecDeque::new();
+    for _ in 0..n {
+        if inflight.len() == 8 {
+            t = t.max(inflight.pop_front().unwrap());
+        }
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let off = (x % (span / 4096)) * 4096;
+        inflight.push_back(at(ssd, t, w(off, 4096)));
+    }
+    inflight.into_iter().fold(t, u64::max)
+}
+
+#[test]
+fn a_partly_cached_map_costs_nothing_within_its_span_and_reads_beyond_it() {
+    // 256 KiB of translation pages: 32 pages (8 KiB) of 2,048 entries,
+    // 256 MiB of the drive.
+    let (cached, whole) = (cached_drive("256KiB"), cached_drive("0"));
+    let run = |p: &Profile, span: u64| {
+        let mut ssd = Ssd::new(p, 1);
+        let t = fill(&mut ssd, 0, 1 << 20, Payload::Unknown);
+        let c0 = ssd.counters();
+        let end = random_writes(&mut ssd, t + 1_000_000_000, span, 20_000);
+        let c = ssd.counters();
+        ssd.check_invariants().unwrap();
+        (
+            end - t - 1_000_000_000,
+            c.map_reads - c0.map_reads,
+            c.map_writes - c0.map_writes,
+        )
+    };
+    // Within the span the cache covers: the same time, no map traffic
+    // beyond the first touch of each page.
+    let (tc, reads, _) = run(&cached, 128 << 20);
+    let (tw, none, _) = run(&whole, 128 << 20);
+    assert_eq!(none, 0);
+    assert!(
+        reads <= 16,
+        "{reads} translation pages read for a 128 MiB span"
+    );
+    assert!((tc as f64 / tw as f64 - 1.0).abs() < 0.05, "{tc} vs {tw}");
+    // Over the whole drive most writes miss: the pages are read and the
+    // changed ones written back, and the writes slow down.
+    let (tc, reads, writes) = run(&cached, 1 << 30);
+    let (tw, _, _) = run(&whole, 1 << 30);
+    assert!(reads > 10_000 && writes > 10_000, "{reads} {writes}");
+    assert!(tc as f64 > 1.2 * tw as f64, "{tc} vs {tw}");
+}
+
+#[test]
+fn translation_pages_that_do_not_exist_yet_or_were_trimmed_are_not_read() {
+    let p = cached_drive("64KiB");
+    let mut ssd = Ssd::new(&p, 1);
+    // A fresh drive written once in order: pages come into being, none
+    // is read; the changed ones are written back as they leave.
+    let t = fill(&mut ssd, 0, 1 << 20, Payload::Unknown);
+    let c = ssd.counters();
+    // 8 KiB pages of 2,048 entries: 128 pages for 1 GiB, 8 of them cached.
+    assert_eq!(c.map_reads, 0);
+    assert_eq!(c.map_writes, 120);
+    // Reading it back: every page not cached is read from NAND.
+    let mut r = t;
+    for o in (0..ssd.capacity()).step_by(1 << 20) {
+        r = at(&mut ssd, r, req(Op::Read, o, 1 << 20, Payload::Unknown));
+    }
+    assert!(
+        ssd.counters().map_reads >= 120,
+        "{}",
+        ssd.counters().map_reads
+    );
+    // After a whole-drive TRIM no page maps anything: nothing is read.
+    let cap = ssd.capacity();
+    let t = at(&mut ssd, r, req(Op::Trim, 0, cap, Payload::Unknown));
+    let before = ssd.counters().map_reads;
+    let mut r = t + 1_000_000_000;
+    for o in (0..cap).step_by(1 << 20) {
+        r = at(&mut ssd, r, req(Op::Read, o, 1 << 20, Payload::Unknown));
+    }
+    assert_eq!(ssd.counters().map_reads, before);
+    ssd.check_invariants().unwrap();
+}
+
+#[test]
+fn a_restarted_drive_has_an_empty_map_cache_and_its_pages_in_nand() {
+    let p = cached_drive("64KiB");
+    let mut ssd = Ssd::new(&p, 1);
+    let t = fill(&mut ssd, 0, 1 << 20, Payload::Unknown);
+    let mut buf = Vec::new();
+    ssd.save(&mut buf).unwrap();
+    let mut again = Ssd::load(&p, &buf[..]).unwrap();
+    again.check_invariants().unwrap();
+    // The first read of written data brings its translation page in.
+    let before = again.counters().map_reads;
+    at(&mut again, t, req(Op::Read, 0, 4096, Payload::Unknown));
+    assert_eq!(again.counters().map_reads, before + 1);
+    // Unwritten space has no page to read.
+    let mut empty = Ssd::load(
+        &p,
+        &{
+            let mut b = Vec::new();
+            Ssd::new(&p, 1).save(&mut b).unwrap();
+            b
+        }[..],
+    )
+    .unwrap();
+    at(&mut empty, 0, req(Op::Read, 0, 4096, Payload::Unknown));
+    assert_eq!(empty.counters().map_reads, 0);
+}
+
+// ----------------------------------------------- whole-block merges
+
+#[test]
+fn whole_block_merges_make_a_new_drive_as_slow_as_a_used_one() {
+    // ocz-core-v2 (four logs, BAST, no buffer) at 2 GiB, with and without
+    // whole-block merges: 4 KiB random writes at QD 1 on a new drive, and
+    // after a fill.
+    let base = Profile::load_with_capacity("ocz-core-v2", Some(2 << 30)).unwrap();
+    let plain = Profile::from_toml(
+        &base.to_toml().replace("whole_block_merges = true\n", ""),
+        "plain",
+    )
+    .unwrap();
+    assert!(base.mapping.whole_block_merges && !plain.mapping.whole_block_merges);
+    let mean_latency = |p: &Profile, filled: bool| {
+        let mut ssd = Ssd::new(p, 1);
+        let mut t = if filled {
+            fill(&mut ssd, 0, 1 << 20, Payload::Unknown)
+        } else {
+            0
+        };
+        let cap = ssd.capacity();
+        let mut x = 12345u64;
+        let mut total = 0;
+        for _ in 0..40 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let off = (x >> 20) % (cap / 4096) * 4096;
+            let done = at(&mut ssd, t, w(off, 4096));
+            total += done - t;
+            t = done;
+        }
+        ssd.check_invariants().unwrap();
+        total / 40
+    };
+    let (new_whole, used_whole) = (mean_latency(&base, false), mean_latency(&base, true));
+    let (new_plain, used_plain) = (mean_latency(&plain, false), mean_latency(&plain, true));
+    // Without: a new drive's merges copy almost nothing.
+    assert!(new_plain * 5 < used_plain, "{new_plain} vs {used_plain}");
+    // With: new and used cost the same whole-superblock merge.
+    let r = new_whole as f64 / used_whole as f64;
+    assert!((0.8..1.25).contains(&r), "{new_whole} vs {used_whole}");
+    assert!(new_whole > 50_000_000, "{new_whole} ns");
+}

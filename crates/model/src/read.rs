@@ -18,6 +18,9 @@ impl Ssd {
         let ub = self.geo.unit_bytes;
         let first = offset / ub;
         let last = (offset + len - 1) / ub;
+        // Where the data is: the mapping entries first (a NAND read of
+        // each translation page not cached, where only part of the map is).
+        let t = self.map_lookup(t, first, last, false);
         let mut lpn = first;
         let mut done = t;
         while lpn <= last {

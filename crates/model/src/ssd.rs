@@ -10,6 +10,7 @@ use super::blocks::Blocks;
 use super::buffer::WriteBuffer;
 use super::geo::Geo;
 use super::log_blocks::MappingScheme;
+use super::map_cache::MapCache;
 use super::mapping::Mapping;
 use super::reduction::Reduction;
 use super::release::DeferredRelease;
@@ -45,6 +46,9 @@ pub struct Ssd {
     pub(super) release: DeferredRelease,
     /// Page or hybrid mapping, with hybrid's state (`log_blocks.rs`).
     pub(super) scheme: MappingScheme,
+    /// The translation pages cached in DRAM, where only part of the map
+    /// fits (`map_cache.rs`).
+    pub(super) map_cache: MapCache,
     pub(super) raw: Raw,
     pub(super) seed: u64,
     /// Host units placed so far (each host write places one per mapping
@@ -71,6 +75,7 @@ impl Ssd {
             slc: SlcCache::new(&geo),
             release: DeferredRelease::new(&geo),
             scheme: MappingScheme::new(&geo),
+            map_cache: MapCache::new(&geo),
             raw: Raw::default(),
             seed,
             host_units_placed: 0,
@@ -102,6 +107,7 @@ impl Ssd {
             + self.buffer.heap_bytes()
             + self.timelines.heap_bytes()
             + self.release.heap_bytes()
+            + self.map_cache.heap_bytes()
     }
 
     /// Counters, with derived figures (write amplification, wear) computed now.
@@ -151,6 +157,8 @@ impl Ssd {
             slc_units_written: r.get(Count::SlcUnitsWritten),
             slc_units_folded: r.get(Count::SlcUnitsFolded),
             slc_free_units: self.slc_free_units(),
+            map_reads: r.get(Count::MapReads),
+            map_writes: r.get(Count::MapWrites),
             wear_percent_used: (self.geo.rated_pe > 0)
                 .then(|| sum as f64 / n as f64 / self.geo.rated_pe as f64 * 100.0),
         }

@@ -18,6 +18,7 @@ impl Ssd {
         let first = offset.div_ceil(ub);
         let end = ((offset + len) / ub).max(first);
         let units = end - first;
+        self.map_trim(t, first, end);
         let freed = if self.geo.deferred_release {
             self.defer_release(first, end)
         } else {

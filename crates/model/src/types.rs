@@ -73,10 +73,12 @@ pub(crate) enum Count {
     MergeCopies,
     SlcUnitsWritten,
     SlcUnitsFolded,
+    MapReads,
+    MapWrites,
 }
 
 /// How many [`Count`]s there are.
-pub(crate) const COUNTS: usize = 24;
+pub(crate) const COUNTS: usize = 26;
 
 /// Raw counters kept by the model; [`crate::Counters`] adds the derived figures.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

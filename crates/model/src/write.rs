@@ -57,6 +57,14 @@ impl Ssd {
         let (first, last, link_start, link_end) = self.write_transfer(t, offset, len);
         let buffered = self.geo.buffer_units > 0;
         let mut done = link_end;
+        // The entries change: their translation pages are brought into the
+        // map cache (where only part of the map fits). A buffered write is
+        // acknowledged without waiting for that; the reads and write-backs
+        // take die time the programs then wait for.
+        let mapped = self.map_lookup(t, first, last, true);
+        if !buffered {
+            done = done.max(mapped);
+        }
         for (i, lpn) in (first..=last).enumerate() {
             let mut ready = (link_start + self.geo.link_ns((i as u64 + 1) * ub)).min(link_end);
             let partial = (lpn == first && !offset.is_multiple_of(ub))

@@ -4,6 +4,7 @@
 //! the same fields. [`Profile::load`] accepts either a preset name or a path.
 //! Validation errors name the field and the allowed range.
 
+mod fit;
 pub mod identity;
 pub mod memory;
 mod period;
@@ -18,6 +19,7 @@ pub use period::{
     Trim, Wear,
 };
 
+pub use fit::FitParam;
 pub use identity::{Identity, IdentitySpec, ReadAfterTrim, SmartSet};
 pub use validate::MIN_BLOCKS_PER_PLANE;
 
@@ -329,6 +331,11 @@ pub struct Profile {
     /// Published figures (`vssd calibrate` compares with them).
     #[serde(default, skip_serializing_if = "is_default")]
     pub spec: Spec,
+    /// The free parameters, with their physical ranges, that `vssd
+    /// calibrate --fit` searches against the drive's published
+    /// measurements (`[[fit]]`; none: nothing is fitted).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fit: Vec<FitParam>,
 }
 
 /// Capacity overrides keep at least this many blocks on each die.

@@ -39,6 +39,37 @@ pub struct Mapping {
     /// Hybrid: at most this many log blocks (0 = every spare block).
     /// A JMicron JMF602-class controller has only a handful.
     pub max_log_blocks: u32,
+    /// Hybrid: a merge copies the whole logical block, pages never
+    /// written included, as a controller without a per-page valid map
+    /// does (the JMicron JMF602: a 4 KiB random write costs a superblock's
+    /// read and program even on a new drive). Default: only written units
+    /// are copied.
+    #[serde(skip_serializing_if = "is_default")]
+    pub whole_block_merges: bool,
+    /// Page mapping: DRAM for the mapping table, in bytes. 0 (default):
+    /// the whole table is in DRAM. Otherwise the table lives in NAND as
+    /// translation pages (one NAND page of `entry_bytes` entries each) and
+    /// only this many bytes of them are cached (DFTL-style, see
+    /// docs/model.md): a request whose translation page is not cached
+    /// waits for a NAND read of it, and a changed page is written back
+    /// when it leaves the cache.
+    #[serde(skip_serializing_if = "is_default")]
+    pub cache_bytes: Bytes,
+    /// Bytes per mapping entry in a translation page (default 4; more
+    /// where each entry carries metadata beside the address).
+    #[serde(skip_serializing_if = "is_default")]
+    pub entry_bytes: u32,
+}
+
+impl Mapping {
+    /// Bytes per mapping entry in a translation page.
+    pub fn entry_bytes(&self) -> u32 {
+        if self.entry_bytes == 0 {
+            4
+        } else {
+            self.entry_bytes
+        }
+    }
 }
 
 /// `[trim]`: what a TRIM costs the controller.
@@ -240,6 +271,42 @@ pub(super) fn validate(p: &Profile, origin: &str) -> Result<(), ProfileError> {
         0,
         1 << 20,
     )?;
+    if m.whole_block_merges && m.policy != MappingPolicy::Hybrid {
+        return Err(invalid(
+            origin,
+            "mapping.whole_block_merges",
+            true,
+            "only with mapping.policy = \"hybrid\"",
+        ));
+    }
+    if m.cache_bytes.0 != 0 || m.entry_bytes != 0 {
+        if m.policy != MappingPolicy::Page {
+            return Err(invalid(
+                origin,
+                "mapping.cache_bytes",
+                m.cache_bytes.0,
+                "only with mapping.policy = \"page\" (hybrid mapping keeps its block map in SRAM)",
+            ));
+        }
+        let page = p.geometry.page_size.0;
+        let e = m.entry_bytes() as u64;
+        if e < 2 || e > page / 4 || !(page / e).is_power_of_two() || !page.is_multiple_of(e) {
+            return Err(invalid(
+                origin,
+                "mapping.entry_bytes",
+                e,
+                "2 to a quarter of the page size, dividing it into a power of two",
+            ));
+        }
+        if m.cache_bytes.0 < page || m.cache_bytes.0 > 1 << 40 {
+            return Err(invalid(
+                origin,
+                "mapping.cache_bytes",
+                m.cache_bytes.0,
+                &format!("0 (the whole map in DRAM) or one NAND page ({page} bytes) up to 1 TiB"),
+            ));
+        }
+    }
     let t = &p.trim;
     range_u(origin, "trim.command_ns", t.command_ns, 0, 100_000_000)?;
     range_u(origin, "trim.range_ns", t.range_ns, 0, 10_000_000)?;

@@ -186,6 +186,15 @@ impl Profile {
             let size = (self.slc_cache.size.0 as f64 * share) as u64 / unit * unit;
             p.slc_cache.size = Bytes(size.max(unit));
         }
+        if p.mapping.cache_bytes.0 > 0 {
+            // The mapping cache keeps its share of the map: a smaller drive
+            // has proportionally fewer translation pages, and as many of
+            // them fit in the cache (whole pages, at least one).
+            let share = capacity as f64 / self.geometry.exported_capacity.0 as f64;
+            let page = self.geometry.page_size.0;
+            let pages = (self.mapping.cache_bytes.0 as f64 * share / page as f64).round() as u64;
+            p.mapping.cache_bytes = Bytes(pages.max(1) * page);
+        }
         p.validate(&origin)?;
         Ok(p)
     }

@@ -308,6 +308,7 @@ impl Profile {
     fn validate_period(&self, origin: &str) -> Result<(), ProfileError> {
         super::period::validate(self, origin)?;
         super::identity::validate(self, origin)?;
+        self.validate_fit(origin)?;
         let g = &self.geometry;
         let chk = |ok: bool, field: &str, value: String, allowed: &str| {
             if ok {

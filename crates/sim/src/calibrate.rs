@@ -72,6 +72,29 @@ pub struct CalibrateArgs {
     /// JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Fit the preset's free parameters (its `[[fit]]` list) to its drive's
+    /// published figures (the corpus, `validation/PRESET.toml`), once per
+    /// held-out source (leave-one-source-out) and once on every figure; runs
+    /// the protocols at `--capacity` (default 4 GiB). See docs/validation.md.
+    #[arg(long, requires = "profile")]
+    pub fit: bool,
+    /// With --fit: most simulator evaluations per search.
+    #[arg(long, default_value_t = 60, requires = "fit")]
+    pub evals: usize,
+    /// With --fit: a directory of corpus files instead of the built-in corpus.
+    #[arg(long, value_name = "DIR", requires = "fit")]
+    pub corpus: Option<std::path::PathBuf>,
+    /// With --fit: write the fit record (`PRESET.toml`, which `vssd validate
+    /// --fits DIR` reads) into this directory.
+    #[arg(long, value_name = "DIR", requires = "fit")]
+    pub write: Option<std::path::PathBuf>,
+    /// With --fit: set the values fitted on every figure in this profile
+    /// TOML file, keeping its comments and layout.
+    #[arg(long, value_name = "FILE", requires = "fit")]
+    pub update_preset: Option<std::path::PathBuf>,
+    /// With --fit: protocols run at once (default: the machine's cores).
+    #[arg(long, value_name = "N", requires = "fit")]
+    pub jobs: Option<usize>,
 }
 
 /// Protocols P1 and P2 of `../shared/reference/protocols.md` on one profile.

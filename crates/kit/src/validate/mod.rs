@@ -11,13 +11,12 @@
 //! the summaries count held-out figures only. See `docs/validation.md`.
 
 pub mod corpus;
+pub mod fit;
 pub mod run;
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use clap::Args;
 use serde::Serialize;
@@ -87,6 +86,10 @@ pub struct ValidateArgs {
     /// A directory of corpus files instead of the built-in corpus.
     #[arg(long, value_name = "DIR")]
     pub corpus: Option<PathBuf>,
+    /// A directory of fit records (`PRESET.toml`, written by `vssd
+    /// calibrate --fit --write DIR`) instead of the built-in ones.
+    #[arg(long, value_name = "DIR")]
+    pub fits: Option<PathBuf>,
     /// Write a chart per preset (`PRESET.svg`: simulated against published)
     /// into this directory.
     #[arg(long, value_name = "DIR")]
@@ -126,6 +129,10 @@ pub struct Judged {
     pub error: Option<f64>,
     /// The preset was not fitted to this figure's source.
     pub held_out: bool,
+    /// The source left out of the fit whose values simulated this figure
+    /// (its own: the fold that never saw it); none when simulated on the
+    /// preset as it is.
+    pub fold: Option<String>,
     /// A figure read off a curve's printed average.
     pub from_curve: bool,
 }
@@ -193,6 +200,11 @@ pub struct PresetResult {
     pub coverage: String,
     /// Every figure.
     pub figures: Vec<Judged>,
+    /// Judged through a current fit record (held-out figures from their
+    /// folds).
+    pub fitted: bool,
+    /// What to know about how it was judged (a missing or stale fit).
+    pub notes: Vec<String>,
     /// Held-out figures.
     pub held_out: Summary,
     /// Training figures (spec sheets and sources the preset was fitted to).
@@ -214,73 +226,126 @@ pub struct Report {
 
 /// Run the corpus files' protocols (in parallel, `jobs` at once) and judge
 /// every figure.
+///
+/// A preset with free parameters and a fit record in `fits` is judged as
+/// the fit says: a figure of a held-out source with the values of the fold
+/// that left that source out; every other figure with the preset's own
+/// (fitted on everything). Without a record, every figure is judged on
+/// the preset as it is, held out unless its source is a spec sheet or
+/// listed in `fitted_to`.
 pub fn validate(
     files: &[CorpusFile],
+    fits: &BTreeMap<String, fit::FitRecord>,
     capacity: Option<u64>,
     seed: u64,
     jobs: usize,
     progress: &(dyn Fn(usize, usize, &str) + Sync),
 ) -> Result<Report, ValidateError> {
-    // The protocols that some figure or curve uses.
-    let mut work = Vec::new();
+    // Each preset's drives: the preset (variant None) and, where a fit
+    // record has folds, the fold of each held-out source (Some(source)).
+    struct Drive {
+        file: usize,
+        fold: Option<String>,
+        profile: Profile,
+        scale: f64,
+    }
+    let mut drives: Vec<Drive> = Vec::new();
+    let mut notes: Vec<Vec<String>> = vec![Vec::new(); files.len()];
+    let mut fitted = vec![false; files.len()];
+    // Per file: which drive judges each source's figures, and whether
+    // they are held out.
+    let mut judged_by: Vec<BTreeMap<String, (usize, bool)>> = vec![BTreeMap::new(); files.len()];
     for (fi, f) in files.iter().enumerate() {
+        let own = Profile::load(&f.preset)?;
+        let sized = |p: &Profile| -> Result<(Profile, f64), ValidateError> {
+            let q = match capacity {
+                Some(c) => p.with_capacity(c)?,
+                None => p.clone(),
+            };
+            let scale =
+                q.geometry.exported_capacity.0 as f64 / own.geometry.exported_capacity.0 as f64;
+            Ok((q, scale))
+        };
+        let (profile, scale) = sized(&own)?;
+        let preset_drive = drives.len();
+        drives.push(Drive {
+            file: fi,
+            fold: None,
+            profile,
+            scale,
+        });
+        let record = fits.get(&own.name).filter(|_| !own.fit.is_empty());
+        if !own.fit.is_empty() && record.is_none() {
+            notes[fi].push(format!(
+                "{} declares free parameters but has no fit record: figures judged on the preset as it is",
+                f.preset
+            ));
+        }
+        fitted[fi] = record.is_some();
+        if let Some(r) = record
+            && let Some(why) = r.stale(&own)
+        {
+            notes[fi].push(format!(
+                "the fit record is stale ({why}): re-run `vssd calibrate --fit {}`",
+                f.preset
+            ));
+        }
+        for s in &f.source {
+            let trained = f.trained_on(s);
+            let entry = match record {
+                _ if trained => (preset_drive, false),
+                None => (preset_drive, true),
+                Some(r) => match r.fold_for(&s.id) {
+                    Some(fold) => {
+                        let (profile, scale) = sized(&r.apply(&own, &fold.fit)?)?;
+                        drives.push(Drive {
+                            file: fi,
+                            fold: Some(s.id.clone()),
+                            profile,
+                            scale,
+                        });
+                        (drives.len() - 1, true)
+                    }
+                    // A source added after the fit never reached it.
+                    None if !r.all.trained_on.contains(&s.id) => (preset_drive, true),
+                    // Fitted on, and no fold left it out: not held out.
+                    None => (preset_drive, false),
+                },
+            };
+            judged_by[fi].insert(s.id.clone(), entry);
+        }
+    }
+    // The protocols each drive runs: those of the sources it judges that
+    // some figure or curve uses.
+    let mut tasks = Vec::new();
+    let mut labels: Vec<&str> = Vec::new();
+    let mut task_of: BTreeMap<(usize, String), usize> = BTreeMap::new();
+    for (di, d) in drives.iter().enumerate() {
+        let f = &files[d.file];
         for p in &f.protocol {
             let used = f.figure.iter().any(|g| g.protocol == p.id)
                 || f.curve
                     .iter()
                     .any(|c| c.protocol == p.id && c.published_mean.is_some());
-            if used {
-                work.push((fi, p));
+            if used && judged_by[d.file].get(&p.source).map(|e| e.0) == Some(di) {
+                task_of.insert((di, p.id.clone()), tasks.len());
+                labels.push(&f.preset);
+                tasks.push(run::Task {
+                    profile: &d.profile,
+                    scale: d.scale,
+                    protocol: p,
+                    origin: format!("validation/{}.toml", f.preset),
+                });
             }
         }
     }
-    let profiles: Vec<(Profile, f64)> = files
-        .iter()
-        .map(|f| -> Result<(Profile, f64), ValidateError> {
-            let own = Profile::load(&f.preset)?;
-            let p = Profile::load_with_capacity(&f.preset, capacity)?;
-            let scale =
-                p.geometry.exported_capacity.0 as f64 / own.geometry.exported_capacity.0 as f64;
-            Ok((p, scale))
-        })
-        .collect::<Result<_, _>>()?;
-    let next = AtomicUsize::new(0);
-    let done = AtomicUsize::new(0);
-    let results = Mutex::new(BTreeMap::new());
-    let first_err: Mutex<Option<ValidateError>> = Mutex::new(None);
-    std::thread::scope(|s| {
-        for _ in 0..jobs.clamp(1, work.len().max(1)) {
-            s.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(&(fi, p)) = work.get(i) else { break };
-                    let origin = format!("validation/{}.toml", files[fi].preset);
-                    let (profile, scale) = &profiles[fi];
-                    match run::run_protocol(profile, p, seed, *scale, &origin) {
-                        Ok(r) => {
-                            results
-                                .lock()
-                                .unwrap_or_else(|e| e.into_inner())
-                                .insert((fi, p.id.clone()), r);
-                        }
-                        Err(e) => {
-                            first_err
-                                .lock()
-                                .unwrap_or_else(|e| e.into_inner())
-                                .get_or_insert(e);
-                            next.store(work.len(), Ordering::Relaxed);
-                        }
-                    }
-                    let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-                    progress(n, work.len(), &files[fi].preset);
-                }
-            });
-        }
-    });
-    if let Some(e) = first_err.into_inner().unwrap_or_else(|e| e.into_inner()) {
-        return Err(e);
-    }
-    let results = results.into_inner().unwrap_or_else(|e| e.into_inner());
+    let results = run::run_all(&tasks, seed, jobs, &|n, total| {
+        progress(
+            n,
+            total,
+            labels.get(n.saturating_sub(1)).copied().unwrap_or(""),
+        );
+    })?;
     let mut presets = Vec::new();
     for (fi, f) in files.iter().enumerate() {
         let mut figures = Vec::new();
@@ -293,8 +358,12 @@ pub fn validate(
                          published: f64,
                          from_curve: bool| {
             let src = f.source_of(protocol);
-            let simulated = results
-                .get(&(fi, protocol.to_string()))
+            let (drive, held_out) = src
+                .and_then(|s| judged_by[fi].get(&s.id).copied())
+                .unwrap_or((usize::MAX, false));
+            let simulated = task_of
+                .get(&(drive, protocol.to_string()))
+                .and_then(|&t| results.get(t))
                 .and_then(|r| r.get(step))
                 .and_then(|r| r.value(metric, job))
                 .filter(|v| v.is_finite());
@@ -312,7 +381,8 @@ pub fn validate(
                 published,
                 simulated,
                 error: simulated.map(|v| (v - published) / published),
-                held_out: src.is_some_and(|s| !f.trained_on(s)),
+                held_out,
+                fold: drives.get(drive).and_then(|d| d.fold.clone()),
                 from_curve,
             });
         };
@@ -338,6 +408,8 @@ pub fn validate(
             preset: f.preset.clone(),
             drive: f.drive.clone(),
             coverage: f.coverage.clone(),
+            fitted: fitted[fi] && notes[fi].is_empty(),
+            notes: std::mem::take(&mut notes[fi]),
             held_out: Summary::of(figures.iter().filter(|j| j.held_out)),
             training: Summary::of(figures.iter().filter(|j| !j.held_out)),
             figures,
@@ -379,6 +451,15 @@ pub fn text(r: &Report) -> String {
     }
     for p in &r.presets {
         let _ = writeln!(o, "{}: {}", p.preset, p.drive);
+        if p.fitted {
+            let _ = writeln!(
+                o,
+                "  (fitted: a held-out figure is simulated with the fit that left its source out)"
+            );
+        }
+        for n in &p.notes {
+            let _ = writeln!(o, "  note: {n}");
+        }
         if p.figures.is_empty() {
             let _ = writeln!(
                 o,
@@ -517,13 +598,21 @@ pub fn run_cli(a: ValidateArgs) -> Result<(), ValidateError> {
         );
         b
     });
-    let report = validate(&files, a.capacity, a.seed, jobs, &|n, total, preset| {
-        if let Some(b) = &bar {
-            b.set_length(total as u64);
-            b.set_position(n as u64);
-            b.set_message(preset.to_string());
-        }
-    })?;
+    let fits = fit::load(a.fits.as_deref())?;
+    let report = validate(
+        &files,
+        &fits,
+        a.capacity,
+        a.seed,
+        jobs,
+        &|n, total, preset| {
+            if let Some(b) = &bar {
+                b.set_length(total as u64);
+                b.set_position(n as u64);
+                b.set_message(preset.to_string());
+            }
+        },
+    )?;
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
@@ -587,6 +676,7 @@ mod tests {
             simulated: Some(100.0 * (1.0 + e)),
             error: Some(e),
             held_out: true,
+            fold: None,
             from_curve: false,
         };
         let figs: Vec<Judged> = [0.05, -0.10, 0.30, 0.02, -0.50]
@@ -666,7 +756,7 @@ description = "d"
             .into_iter()
             .filter(|f| f.preset == "intel-x25m-g2")
             .collect();
-        let r = validate(&f, Some(2 << 30), 0, 2, &|_, _, _| {}).unwrap();
+        let r = validate(&f, &BTreeMap::new(), Some(2 << 30), 0, 2, &|_, _, _| {}).unwrap();
         let p = &r.presets[0];
         assert!(p.figures.iter().all(|j| j.simulated.is_some()), "{p:?}");
         assert!(p.held_out.figures > 0 && p.training.figures > 0);

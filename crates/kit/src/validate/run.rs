@@ -185,6 +185,66 @@ pub fn run_protocol(
     Ok(out)
 }
 
+/// One protocol to run on one drive.
+#[derive(Debug, Clone)]
+pub struct Task<'a> {
+    /// The drive (already at the capacity to run at).
+    pub profile: &'a Profile,
+    /// Its capacity over the source's drive's ([`run_protocol`]).
+    pub scale: f64,
+    /// What to run.
+    pub protocol: &'a Protocol,
+    /// The corpus file, for errors.
+    pub origin: String,
+}
+
+/// Run every task, `jobs` at once; the results in the tasks' order, or
+/// the first error. `progress(done, total)` after each.
+pub fn run_all(
+    tasks: &[Task<'_>],
+    seed: u64,
+    jobs: usize,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<Vec<BTreeMap<String, StepResult>>, ValidateError> {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<BTreeMap<String, StepResult>>>> =
+        Mutex::new(vec![None; tasks.len()]);
+    let first_err: Mutex<Option<ValidateError>> = Mutex::new(None);
+    std::thread::scope(|s| {
+        for _ in 0..jobs.clamp(1, tasks.len().max(1)) {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(t) = tasks.get(i) else { break };
+                    match run_protocol(t.profile, t.protocol, seed, t.scale, &t.origin) {
+                        Ok(r) => results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r),
+                        Err(e) => {
+                            first_err
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .get_or_insert(e);
+                            next.store(tasks.len(), Ordering::Relaxed);
+                        }
+                    }
+                    progress(done.fetch_add(1, Ordering::Relaxed) + 1, tasks.len());
+                }
+            });
+        }
+    });
+    if let Some(e) = first_err.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        return Err(e);
+    }
+    Ok(results
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .into_iter()
+        .map(Option::unwrap_or_default)
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

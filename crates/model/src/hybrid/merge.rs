@@ -149,6 +149,17 @@ impl Ssd {
                 }
                 self.merge_copy_within_die(dst_block, src_die, t, src_units, read_ns.1);
                 self.raw.add(Count::MergeCopies, n as u64);
+            } else if n == 0 && self.geo.whole_block_merges && (dstart as u64 + base) < logical {
+                // Nothing written here, but the controller has no per-page
+                // valid map: it reads the page where the logical block
+                // has it (erased, on the destination's die) and programs
+                // it anyway.
+                let units = upd as u64;
+                if read_ns.0 != units {
+                    read_ns = (units, self.geo.chan_ns(units * self.geo.unit_bytes));
+                }
+                self.merge_copy_within_die(dst_block, die as usize, t, units, read_ns.1);
+                self.raw.add(Count::MergeCopies, units);
             } else {
                 if src_units > 0 {
                     ready = ready.max(self.merge_read(src_die, t, src_units));

@@ -339,8 +339,14 @@ impl Ssd {
         let mut ssd = Ssd::new(profile, seed);
         let g = ssd.geo.clone();
         let cursor = f.u32()?;
+        // Format 2 had 16 counters; format 3 files have 24 or more (a
+        // counter added later reads as 0 from an older file).
         let nraw = if v2 { 16 } else { f.u32()? as usize };
-        if nraw != if v2 { 16 } else { RAW_FIELDS } {
+        if if v2 {
+            nraw != 16
+        } else {
+            !(24..=RAW_FIELDS).contains(&nraw)
+        } {
             return Err(corrupt("unexpected number of counters"));
         }
         let mut raw = [0u64; RAW_FIELDS];
@@ -436,6 +442,13 @@ impl Ssd {
             })
             .map_err(corrupt)?;
         ssd.blocks.rebuild_buckets(&g);
+        // A restarted drive's map cache is empty; a translation page is in
+        // NAND where it maps something.
+        if ssd.map_cache.enabled() {
+            let per = ssd.map_cache.units_per_tpage();
+            let mapped = ssd.mapped_tpages(per);
+            ssd.map_cache.restore(mapped.into_iter());
+        }
         ssd.check_shapes()
             .and_then(|()| ssd.check_blocks())
             .and_then(|()| ssd.check_period())

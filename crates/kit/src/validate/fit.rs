@@ -1,0 +1,750 @@
+//! Fitting a preset's free parameters to its drive's published figures,
+//! with leave-one-source-out validation (`vssd calibrate --fit`).
+//!
+//! A preset declares its free parameters, each with a physical range, in
+//! `[[fit]]` ([`vssd_profile::FitParam`]); everything else in it comes
+//! from a source. The fit searches those parameters to minimise the mean
+//! |ln(simulated / published)| over the training figures of the preset's
+//! corpus file, running each protocol in the simulator. It is run once per
+//! held-out source, on every figure but that source's (a *fold*), and once
+//! on every figure (the values the preset ships with). A figure's held-out
+//! error comes only from the fold that never saw its source; `vssd
+//! validate` reads the folds from the fit record
+//! (`validation/fits/PRESET.toml`) and runs each held-out source with its
+//! fold's values.
+//!
+//! Spec sheets and the sources a corpus file lists in `fitted_to` are
+//! training figures in every fold: they were used to set the preset's
+//! other parameters, so they are never held out.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::ValidateError;
+use super::corpus::{CorpusFile, Metric};
+use super::run::{self, StepResult, Task};
+use vssd_profile::{FitParam, Profile};
+
+/// Every fit, as recorded (`validation/fits/*.toml`).
+pub const BUILT_IN: &[(&str, &str)] = &[];
+
+/// The objective, in words (recorded with every fit).
+pub const OBJECTIVE: &str =
+    "mean |ln(simulated / published)| over the training figures, each figure weighted 1";
+
+/// What a fit found for one set of training figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fitted {
+    /// The parameters' values, in the record's `params` order.
+    pub values: Vec<f64>,
+    /// The objective at those values.
+    pub loss: f64,
+    /// The sources whose figures it was fitted to.
+    pub trained_on: Vec<String>,
+    /// Training figures.
+    pub figures: usize,
+    /// Simulator evaluations the search took.
+    pub evaluations: usize,
+}
+
+/// One fold: the fit that never saw `held_out`'s figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fold {
+    /// The source left out.
+    pub held_out: String,
+    /// The fit on the rest.
+    #[serde(flatten)]
+    pub fit: Fitted,
+}
+
+/// A preset's fit record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FitRecord {
+    /// The preset.
+    pub preset: String,
+    /// The capacity the protocols ran at during the search, bytes.
+    pub capacity: u64,
+    /// What was minimised.
+    pub objective: String,
+    /// The free parameters' keys, in order.
+    pub params: Vec<String>,
+    /// The fit on every figure: the values the preset ships with.
+    pub all: Fitted,
+    /// One fold per held-out source.
+    #[serde(default)]
+    pub fold: Vec<Fold>,
+}
+
+impl FitRecord {
+    /// Parse a record.
+    pub fn parse(text: &str, origin: &str) -> Result<FitRecord, ValidateError> {
+        toml::from_str(text).map_err(|e| ValidateError::Corpus {
+            origin: origin.into(),
+            msg: e.to_string(),
+        })
+    }
+
+    /// The record as TOML.
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).unwrap_or_else(|e| format!("# not written: {e}\n"))
+    }
+
+    /// The fold that left `source` out.
+    pub fn fold_for(&self, source: &str) -> Option<&Fold> {
+        self.fold.iter().find(|f| f.held_out == source)
+    }
+
+    /// Why the record does not describe `profile` any more (its free
+    /// parameters or their values changed since the fit), if it does not.
+    pub fn stale(&self, profile: &Profile) -> Option<String> {
+        let keys: Vec<&str> = profile.fit.iter().map(|p| p.key.as_str()).collect();
+        if keys != self.params.iter().map(String::as_str).collect::<Vec<_>>() {
+            return Some(format!(
+                "the preset's free parameters are [{}], the fit's [{}]",
+                keys.join(", "),
+                self.params.join(", ")
+            ));
+        }
+        for (k, want) in self.params.iter().zip(&self.all.values) {
+            let have = profile.param(k)?;
+            if (have - want).abs() > 1e-9 * want.abs().max(1.0) {
+                return Some(format!("{k} is {have} in the preset, {want} in the fit"));
+            }
+        }
+        None
+    }
+
+    /// `base` with the values of `fit`.
+    pub fn apply(&self, base: &Profile, fit: &Fitted) -> Result<Profile, ValidateError> {
+        let mut p = base.clone();
+        for (k, v) in self.params.iter().zip(&fit.values) {
+            p = p.with_param(k, *v)?;
+        }
+        Ok(p)
+    }
+}
+
+/// The records of `dir` (`*.toml`), or the built-in ones.
+pub fn load(dir: Option<&Path>) -> Result<BTreeMap<String, FitRecord>, ValidateError> {
+    let mut out = BTreeMap::new();
+    match dir {
+        None => {
+            for (name, text) in BUILT_IN {
+                let r = FitRecord::parse(text, &format!("validation/fits/{name}.toml"))?;
+                out.insert(r.preset.clone(), r);
+            }
+        }
+        Some(d) => {
+            let rd = std::fs::read_dir(d).map_err(|e| ValidateError::Io {
+                path: d.display().to_string(),
+                source: e,
+            })?;
+            let mut paths: Vec<_> = rd
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+                .collect();
+            paths.sort();
+            for p in paths {
+                let text = std::fs::read_to_string(&p).map_err(|e| ValidateError::Io {
+                    path: p.display().to_string(),
+                    source: e,
+                })?;
+                let r = FitRecord::parse(&text, &p.display().to_string())?;
+                out.insert(r.preset.clone(), r);
+            }
+        }
+    }
+    Ok(out)
+}
+
+// ------------------------------------------------------------ the search
+
+/// One figure the objective looks at: where its value comes from.
+#[derive(Debug, Clone)]
+struct Target {
+    id: String,
+    source: String,
+    protocol: usize,
+    step: String,
+    job: Option<String>,
+    metric: Metric,
+    published: f64,
+}
+
+/// The figures of `f` a fit can use: every figure with a protocol, and
+/// every curve's printed average.
+fn targets(f: &CorpusFile) -> Vec<Target> {
+    let pidx = |id: &str| f.protocol.iter().position(|p| p.id == id);
+    let mut out = Vec::new();
+    for g in &f.figure {
+        if let (Some(p), Some(k)) = (pidx(&g.protocol), g.metric.factor(&g.unit)) {
+            out.push(Target {
+                id: g.id.clone(),
+                source: f.protocol[p].source.clone(),
+                protocol: p,
+                step: g.step.clone(),
+                job: g.job.clone(),
+                metric: g.metric,
+                published: g.published * k,
+            });
+        }
+    }
+    for c in &f.curve {
+        if let (Some(p), Some(m)) = (pidx(&c.protocol), c.published_mean) {
+            out.push(Target {
+                id: c.id.clone(),
+                source: f.protocol[p].source.clone(),
+                protocol: p,
+                step: c.step.clone(),
+                job: None,
+                metric: c.y,
+                published: m,
+            });
+        }
+    }
+    out
+}
+
+/// A figure the simulator gave nothing for counts as a factor-of-ten miss.
+const MISSING: f64 = std::f64::consts::LN_10;
+
+/// The sources that may be held out: not spec sheets, not listed in
+/// `fitted_to`, with at least one figure.
+pub fn held_out_sources(f: &CorpusFile) -> Vec<String> {
+    let used: BTreeSet<String> = targets(f).into_iter().map(|t| t.source).collect();
+    f.source
+        .iter()
+        .filter(|s| !f.trained_on(s) && used.contains(&s.id))
+        .map(|s| s.id.clone())
+        .collect()
+}
+
+/// Settings of a fit.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Capacity to run the protocols at (bytes).
+    pub capacity: u64,
+    /// Most simulator evaluations per search.
+    pub max_evals: usize,
+    /// Protocols run at once.
+    pub jobs: usize,
+    /// Seed of the model and the jobs.
+    pub seed: u64,
+}
+
+/// Evaluates parameter vectors on a set of training figures.
+struct Objective<'a> {
+    file: &'a CorpusFile,
+    base: &'a Profile,
+    params: &'a [FitParam],
+    targets: Vec<Target>,
+    protocols: Vec<usize>,
+    settings: &'a Settings,
+    origin: String,
+    memo: HashMap<Vec<u64>, f64>,
+    evals: usize,
+}
+
+impl Objective<'_> {
+    /// Physical values of the normalised coordinates `u` (0..1 each).
+    fn values(&self, u: &[f64]) -> Vec<f64> {
+        self.params
+            .iter()
+            .zip(u)
+            .map(|(p, &x)| {
+                let x = x.clamp(0.0, 1.0);
+                if p.log {
+                    (p.min.ln() + x * (p.max.ln() - p.min.ln())).exp()
+                } else {
+                    p.min + x * (p.max - p.min)
+                }
+            })
+            .collect()
+    }
+
+    /// Normalised coordinates of physical values.
+    fn coords(&self, v: &[f64]) -> Vec<f64> {
+        self.params
+            .iter()
+            .zip(v)
+            .map(|(p, &x)| {
+                let x = x.clamp(p.min, p.max);
+                if p.log {
+                    (x.ln() - p.min.ln()) / (p.max.ln() - p.min.ln())
+                } else {
+                    (x - p.min) / (p.max - p.min)
+                }
+            })
+            .collect()
+    }
+
+    /// The profile at physical values `v`, at the fit's capacity.
+    fn profile(&self, v: &[f64]) -> Result<(Profile, f64), ValidateError> {
+        let mut p = self.base.clone();
+        for (fp, x) in self.params.iter().zip(v) {
+            p = p.with_param(&fp.key, *x)?;
+        }
+        let own = p.geometry.exported_capacity.0;
+        let cap = self.settings.capacity.min(own);
+        let q = if cap == own { p } else { p.with_capacity(cap)? };
+        let scale = q.geometry.exported_capacity.0 as f64 / own as f64;
+        Ok((q, scale))
+    }
+
+    /// The training figures' simulated values at physical values `v`.
+    fn simulate(&self, v: &[f64]) -> Result<Vec<Option<f64>>, ValidateError> {
+        let (profile, scale) = self.profile(v)?;
+        let tasks: Vec<Task<'_>> = self
+            .protocols
+            .iter()
+            .map(|&i| Task {
+                profile: &profile,
+                scale,
+                protocol: &self.file.protocol[i],
+                origin: self.origin.clone(),
+            })
+            .collect();
+        let results = run::run_all(&tasks, self.settings.seed, self.settings.jobs, &|_, _| {})?;
+        let by_protocol: BTreeMap<usize, &BTreeMap<String, StepResult>> =
+            self.protocols.iter().copied().zip(results.iter()).collect();
+        Ok(self
+            .targets
+            .iter()
+            .map(|t| {
+                by_protocol
+                    .get(&t.protocol)
+                    .and_then(|r| r.get(&t.step))
+                    .and_then(|r| r.value(t.metric, t.job.as_deref()))
+                    .filter(|x| x.is_finite() && *x > 0.0)
+            })
+            .collect())
+    }
+
+    /// The objective at normalised coordinates `u` (memoised).
+    fn loss(&mut self, u: &[f64]) -> Result<f64, ValidateError> {
+        let key: Vec<u64> = u.iter().map(|x| x.to_bits()).collect();
+        if let Some(l) = self.memo.get(&key) {
+            return Ok(*l);
+        }
+        let v = self.values(u);
+        // A point the profile's own rules refuse (a buffer smaller than
+        // two pages per die, ...) is outside the search space.
+        let l = match self.simulate(&v) {
+            Ok(sims) => loss_of(&self.targets, &sims),
+            Err(ValidateError::Profile(_)) => f64::INFINITY,
+            Err(e) => return Err(e),
+        };
+        self.evals += 1;
+        self.memo.insert(key, l);
+        Ok(l)
+    }
+}
+
+fn loss_of(targets: &[Target], sims: &[Option<f64>]) -> f64 {
+    if targets.is_empty() {
+        return 0.0;
+    }
+    let sum: f64 = targets
+        .iter()
+        .zip(sims)
+        .map(|(t, s)| s.map_or(MISSING, |s| (s / t.published).ln().abs()))
+        .sum();
+    sum / targets.len() as f64
+}
+
+/// Fit `base`'s free parameters to the figures of `file` not from
+/// `leave_out`, starting from the preset's own values: a coordinate
+/// pattern search on the normalised parameters (log-scaled where declared),
+/// its step halved whenever no move along any axis improves the
+/// objective, until the step is 1/128 of a range or the evaluations run
+/// out. Deterministic: the same inputs give the same fit.
+pub fn fit(
+    file: &CorpusFile,
+    base: &Profile,
+    leave_out: Option<&str>,
+    settings: &Settings,
+    progress: &dyn Fn(usize, f64),
+) -> Result<Fitted, ValidateError> {
+    let targets: Vec<Target> = targets(file)
+        .into_iter()
+        .filter(|t| Some(t.source.as_str()) != leave_out)
+        .collect();
+    let protocols: Vec<usize> = targets
+        .iter()
+        .map(|t| t.protocol)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let trained_on: Vec<String> = targets
+        .iter()
+        .map(|t| t.source.clone())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let mut obj = Objective {
+        file,
+        base,
+        params: &base.fit,
+        targets,
+        protocols,
+        settings,
+        origin: format!("validation/{}.toml", file.preset),
+        memo: HashMap::new(),
+        evals: 0,
+    };
+    let start: Vec<f64> = base
+        .fit
+        .iter()
+        .map(|p| base.param(&p.key).unwrap_or(p.min))
+        .collect();
+    let mut u = obj.coords(&start);
+    let mut best = obj.loss(&u)?;
+    progress(obj.evals, best);
+    let mut step = 0.25;
+    while step >= 1.0 / 128.0 && obj.evals < settings.max_evals {
+        let mut improved = false;
+        for i in 0..u.len() {
+            for dir in [1.0, -1.0] {
+                let mut c = u.clone();
+                c[i] = (u[i] + dir * step).clamp(0.0, 1.0);
+                if c[i] == u[i] || obj.evals >= settings.max_evals {
+                    continue;
+                }
+                let l = obj.loss(&c)?;
+                progress(obj.evals, best.min(l));
+                if l < best - 1e-9 {
+                    best = l;
+                    u = c;
+                    improved = true;
+                    break;
+                }
+            }
+        }
+        if !improved {
+            step /= 2.0;
+        }
+    }
+    // As the profile holds them (integer fields rounded).
+    let mut values = Vec::new();
+    let mut p = base.clone();
+    for (fp, v) in base.fit.iter().zip(obj.values(&u)) {
+        p = p.with_param(&fp.key, v)?;
+        values.push(p.param(&fp.key).unwrap_or(v));
+    }
+    Ok(Fitted {
+        values,
+        loss: best,
+        figures: obj.targets.len(),
+        trained_on,
+        evaluations: obj.evals,
+    })
+}
+
+/// The whole fit of a preset: one fold per held-out source, then the fit
+/// on every figure. `progress(what, evaluations, best loss)`.
+pub fn fit_preset(
+    file: &CorpusFile,
+    base: &Profile,
+    settings: &Settings,
+    progress: &dyn Fn(&str, usize, f64),
+) -> Result<FitRecord, ValidateError> {
+    if base.fit.is_empty() {
+        return Err(ValidateError::Run {
+            origin: base.name.clone(),
+            msg: "the preset declares no free parameters ([[fit]])".into(),
+        });
+    }
+    let sources = held_out_sources(file);
+    let mut folds = Vec::new();
+    for (i, s) in sources.iter().enumerate() {
+        let what = format!("fold {}/{} (without {s})", i + 1, sources.len());
+        let fit = fit(file, base, Some(s), settings, &|n, l| progress(&what, n, l))?;
+        folds.push(Fold {
+            held_out: s.clone(),
+            fit,
+        });
+    }
+    let all = fit(file, base, None, settings, &|n, l| {
+        progress("every source", n, l)
+    })?;
+    Ok(FitRecord {
+        preset: base.name.clone(),
+        capacity: settings.capacity.min(base.geometry.exported_capacity.0),
+        objective: OBJECTIVE.into(),
+        params: base.fit.iter().map(|p| p.key.clone()).collect(),
+        all,
+        fold: folds,
+    })
+}
+
+// ------------------------------------------------------------- reporting
+
+/// A held-out figure as its fold simulated it, at the fit's capacity.
+#[derive(Debug, Clone, Serialize)]
+pub struct HeldOut {
+    /// The figure.
+    pub figure: String,
+    /// Its source (the fold's left-out source).
+    pub source: String,
+    /// Published, in the metric's unit.
+    pub published: f64,
+    /// Simulated with the fold's values.
+    pub simulated: Option<f64>,
+}
+
+/// Every held-out figure of `record`'s folds, simulated with its fold's
+/// values at `settings.capacity`.
+pub fn held_out_figures(
+    file: &CorpusFile,
+    base: &Profile,
+    record: &FitRecord,
+    settings: &Settings,
+) -> Result<Vec<HeldOut>, ValidateError> {
+    let mut out = Vec::new();
+    for fold in &record.fold {
+        let profile = record.apply(base, &fold.fit)?;
+        let all = targets(file);
+        let mine: Vec<Target> = all
+            .into_iter()
+            .filter(|t| t.source == fold.held_out)
+            .collect();
+        let obj = Objective {
+            file,
+            base: &profile,
+            params: &[],
+            protocols: mine
+                .iter()
+                .map(|t| t.protocol)
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect(),
+            targets: mine,
+            settings,
+            origin: format!("validation/{}.toml", file.preset),
+            memo: HashMap::new(),
+            evals: 0,
+        };
+        let sims = obj.simulate(&[])?;
+        for (t, s) in obj.targets.iter().zip(sims) {
+            out.push(HeldOut {
+                figure: t.id.clone(),
+                source: t.source.clone(),
+                published: t.published,
+                simulated: s,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Set `values` of `keys` in the profile TOML `text`, keeping its comments
+/// and layout (integers where the field holds an integer or a size).
+pub fn update_toml(text: &str, keys: &[String], values: &[f64]) -> Result<String, String> {
+    let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e| format!("{e}"))?;
+    for (k, v) in keys.iter().zip(values) {
+        let (section, field) = k
+            .split_once('.')
+            .ok_or_else(|| format!("{k}: not section.field"))?;
+        if doc.get(section).is_none() {
+            doc[section] = toml_edit::table();
+        }
+        let t = doc[section]
+            .as_table_like_mut()
+            .ok_or_else(|| format!("{section}: not a table"))?;
+        let current = t.get(field).and_then(|i| i.as_value());
+        let new = match current {
+            Some(c) if c.is_float() => toml_edit::value(*v),
+            // A size: written as one where it is exact ("16MiB").
+            Some(c) if c.is_str() && v.round() >= 0.0 => {
+                let text = vssd_profile::size::format_size(v.round() as u64);
+                if text.contains('.') {
+                    toml_edit::value(v.round() as i64)
+                } else {
+                    toml_edit::value(text)
+                }
+            }
+            None if v.fract() != 0.0 => toml_edit::value(*v),
+            _ => toml_edit::value(v.round() as i64),
+        };
+        // Keep the comment lines above the field.
+        let decor = current.map(|x| x.decor().clone());
+        t.insert(field, new);
+        if let (Some(d), Some(val)) = (decor, t.get_mut(field).and_then(|i| i.as_value_mut())) {
+            *val.decor_mut() = d;
+        }
+    }
+    Ok(doc.to_string())
+}
+
+/// `vssd calibrate PRESET --fit`.
+pub fn run_cli(a: vssd_sim::calibrate::CalibrateArgs) -> Result<(), ValidateError> {
+    use std::fmt::Write as _;
+    use std::io::IsTerminal;
+    let Some(name) = a.profile.as_deref() else {
+        return Err(ValidateError::NoCorpus(String::new(), String::new()));
+    };
+    let base = Profile::load(name)?;
+    let files = super::corpus::load(a.corpus.as_deref())?;
+    let known = files
+        .iter()
+        .map(|f| f.preset.clone())
+        .collect::<Vec<_>>()
+        .join(", ");
+    // The corpus file names the preset, or the profile file given.
+    let file = files
+        .into_iter()
+        .find(|f| f.preset == base.name || f.preset == name)
+        .ok_or_else(|| ValidateError::NoCorpus(base.name.clone(), known))?;
+    let settings = Settings {
+        capacity: a.capacity.unwrap_or(4 << 30),
+        max_evals: a.evals.max(1),
+        jobs: a.jobs.unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        }),
+        seed: 0,
+    };
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let b = indicatif::ProgressBar::new_spinner();
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} fit {msg} ({elapsed})")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+        );
+        b.enable_steady_tick(std::time::Duration::from_millis(120));
+        b
+    });
+    let record = fit_preset(&file, &base, &settings, &|what, n, l| {
+        if let Some(b) = &bar {
+            b.set_message(format!("{what}: {n} evaluations, loss {l:.3}"));
+        }
+    })?;
+    if let Some(b) = &bar {
+        b.set_message("held-out figures".to_string());
+    }
+    let held = held_out_figures(&file, &base, &record, &settings)?;
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{}: fitted at {} bytes, objective: {}",
+        record.preset, record.capacity, record.objective
+    );
+    let _ = writeln!(
+        o,
+        "  {:<34} {:>14} {:>14}   range",
+        "parameter", "preset", "fitted"
+    );
+    for (i, p) in base.fit.iter().enumerate() {
+        let _ = writeln!(
+            o,
+            "  {:<34} {:>14.6} {:>14.6}   {}..{}{}",
+            p.key,
+            base.param(&p.key).unwrap_or(f64::NAN),
+            record.all.values[i],
+            p.min,
+            p.max,
+            if p.log { " (log)" } else { "" }
+        );
+    }
+    let _ = writeln!(
+        o,
+        "  every source: {} figures, loss {:.3} ({} evaluations)",
+        record.all.figures, record.all.loss, record.all.evaluations
+    );
+    for f in &record.fold {
+        let _ = writeln!(
+            o,
+            "  without {:<28} {} figures, loss {:.3}, values [{}]",
+            f.held_out,
+            f.fit.figures,
+            f.fit.loss,
+            f.fit
+                .values
+                .iter()
+                .map(|v| format!("{v:.4}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let mut errs = Vec::new();
+    let _ = writeln!(
+        o,
+        "  held-out figures (each from the fold without its source):"
+    );
+    for h in &held {
+        let e = h.simulated.map(|s| (s - h.published) / h.published);
+        if let Some(e) = e {
+            errs.push(e.abs());
+        }
+        let _ = writeln!(
+            o,
+            "    {:<44} {:<26} {:>10.4} {:>10} {:>8}",
+            h.figure,
+            h.source,
+            h.published,
+            h.simulated.map_or("—".into(), |s| format!("{s:.4}")),
+            e.map_or("—".into(), |e| format!("{:+.0} %", e * 100.0))
+        );
+    }
+    errs.sort_by(f64::total_cmp);
+    if !errs.is_empty() {
+        let med = if errs.len() % 2 == 1 {
+            errs[errs.len() / 2]
+        } else {
+            (errs[errs.len() / 2 - 1] + errs[errs.len() / 2]) / 2.0
+        };
+        let within = errs.iter().filter(|e| **e <= 0.25).count() as f64 / errs.len() as f64;
+        let _ = writeln!(
+            o,
+            "  held out at this capacity: {} figures, median |error| {:.0} %, within ±25 %: {:.0} %",
+            errs.len(),
+            med * 100.0,
+            within * 100.0
+        );
+    }
+    if let Some(dir) = &a.write {
+        std::fs::create_dir_all(dir).map_err(|e| ValidateError::Io {
+            path: dir.display().to_string(),
+            source: e,
+        })?;
+        let path = dir.join(format!("{}.toml", record.preset));
+        std::fs::write(&path, record.to_toml()).map_err(|e| ValidateError::Io {
+            path: path.display().to_string(),
+            source: e,
+        })?;
+        let _ = writeln!(o, "  fit record written to {}", path.display());
+    }
+    if let Some(path) = &a.update_preset {
+        let io = |e: std::io::Error| ValidateError::Io {
+            path: path.display().to_string(),
+            source: e,
+        };
+        let text = std::fs::read_to_string(path).map_err(io)?;
+        let new = update_toml(&text, &record.params, &record.all.values).map_err(|msg| {
+            ValidateError::Corpus {
+                origin: path.display().to_string(),
+                msg,
+            }
+        })?;
+        // What we write must still be this profile, with the fitted values.
+        let check = Profile::from_toml(&new, &path.display().to_string())?;
+        if record.stale(&check).is_some() {
+            return Err(ValidateError::Corpus {
+                origin: path.display().to_string(),
+                msg: "the updated file does not hold the fitted values".into(),
+            });
+        }
+        std::fs::write(path, new).map_err(io)?;
+        let _ = writeln!(o, "  fitted values written into {}", path.display());
+    }
+    vssd_common::cli_out::print(&o)?;
+    Ok(())
+}
