@@ -461,7 +461,7 @@ fn ctl_trace_refuses_what_it_must_and_stops_at_its_size_limit() {
     );
     let (ok, _, err) = ctl(&["start", dir.path().join("y").to_str().unwrap()]);
     assert!(!ok && err.contains("already tracing"), "{err}");
-    // 1 MiB holds 18,722 records: write more than that.
+    // 1 MiB holds 16,382 records: write more than that.
     let lg = vssd(&[
         "loadgen",
         "--socket",

@@ -716,6 +716,35 @@ mod tests {
 
     use super::*;
 
+    /// Several runs in one chart: a line per run and phase with a
+    /// series, labelled with its profile (and phase, when a run has
+    /// several), one colour per run; no run with a series, no chart.
+    #[test]
+    fn runs_share_one_throughput_chart() {
+        let a = crate::bench::testdata::used_state();
+        let mut b = a.clone();
+        b.profile = "nvme-tlc".into();
+        let with_series = a
+            .phases
+            .iter()
+            .filter(|p| !series_lines(p).is_empty())
+            .count();
+        assert!(with_series > 1);
+        let c = runs_throughput(&[&a, &b]).unwrap();
+        assert_eq!(c.file_name, "runs-throughput.svg");
+        for r in [&a, &b] {
+            for p in a.phases.iter().filter(|p| !series_lines(p).is_empty()) {
+                let label = format!("{}: {}", r.profile, p.name);
+                assert!(c.svg.contains(&label), "{label}");
+            }
+        }
+        let mut none = a.clone();
+        for p in &mut none.phases {
+            p.series = None;
+        }
+        assert!(runs_throughput(&[&none]).is_none());
+    }
+
     #[test]
     fn a_line_under_an_identical_later_line_is_found() {
         let a = vec![(0.0, 100.0), (1.0, 200.0), (2.0, 150.0)];
