@@ -36,8 +36,8 @@ use Ordering::{AcqRel, Acquire, Relaxed, Release};
 
 /// How often the writer thread writes what completed.
 pub const FLUSH_EVERY: Duration = Duration::from_millis(10);
-/// Records the ring holds at most (about 11 MiB, allocated when the first
-/// trace starts) before requests go unrecorded.
+/// Records the ring holds at most (96 bytes a slot, 12 MiB, allocated
+/// when the first trace starts) before requests go unrecorded.
 pub const MAX_BUFFERED: usize = 128 * 1024;
 /// Default size limit of a trace file.
 pub const DEFAULT_LIMIT: u64 = 4 << 30;
@@ -535,6 +535,15 @@ mod tests {
         let rb = read(&b);
         assert_eq!(rb.len(), 1);
         assert_eq!(rb[0].received_ns, 2000);
+    }
+
+    /// The ring's memory is what the docs say: a slot is an entry and
+    /// the queue's stamp, 96 bytes, 12 MiB in all.
+    #[test]
+    fn the_ring_is_12_mib() {
+        let slot = std::mem::size_of::<Entry>() + std::mem::size_of::<usize>();
+        assert_eq!(slot, 96);
+        assert_eq!(slot * MAX_BUFFERED, 12 << 20);
     }
 
     /// Every record pushed is written or, when the ring was full, counted
