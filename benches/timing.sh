@@ -4,7 +4,8 @@
 # `vssd ctl stats` while `vssd loadgen` drives 4 KiB random reads and
 # writes at the given queue depths, for each profile and scheduling mode.
 # A fresh daemon per point (so each histogram holds that point only), its
-# drive preconditioned with one sequential fill.
+# drive preconditioned with one sequential fill. The modes of one point
+# run back to back, so that their ratios are measured under the same load.
 #
 # Usage: benches/timing.sh
 # Environment (all optional):
@@ -52,14 +53,15 @@ cpu_seconds() { # pid -> user+system CPU seconds so far
 }
 us() { awk -v x="$1" 'BEGIN { printf "%.1f", x / 1000 }'; }
 
-printf "%-14s %-22s %-9s %4s %9s | %8s %8s %8s %8s %9s | %8s %8s | %s\n" \
-    profile mode rw qd IOPS "late p50" p90 p99 p99.9 max "mod p50" "del p50" "vssd CPU"
+printf "%-14s %-22s %-9s %4s %9s | %8s %8s %8s %8s %9s | %8s %8s | %8s | %s\n" \
+    profile mode rw qd IOPS "late p50" p90 p99 p99.9 max "mod p50" "del p50" "vssd CPU" "traced/dropped"
 for p in $PROFILES; do
-    for mode in $MODES; do
-        mflags=()
-        [[ "$mode" == default ]] || IFS=',' read -r -a mflags <<<"$mode"
-        for rw in $RWS; do
-            for qd in $QDS; do
+    for rw in $RWS; do
+        for qd in $QDS; do
+            # The modes innermost: the points compared run back to back.
+            for mode in $MODES; do
+                mflags=()
+                [[ "$mode" == default ]] || IFS=',' read -r -a mflags <<<"$mode"
                 flags=("${mflags[@]}")
                 rm -f "$WORK"/*.sock "$WORK"/*.ctl "$WORK"/trace
                 flags=("${flags[@]//@TRACE@/$WORK/trace}")
@@ -77,6 +79,11 @@ for p in $PROFILES; do
                     --runtime "$RUNTIME" --json >"$WORK/lg.json" || die "loadgen failed"
                 c1=$(cpu_seconds "$PID")
                 "$VSSD_BIN" ctl --control "$WORK/v.ctl" stats --json >"$WORK/stats.json"
+                traced="-"
+                if [[ " ${flags[*]} " == *" --trace "* ]]; then
+                    "$VSSD_BIN" ctl --control "$WORK/v.ctl" trace stop --json >"$WORK/trace.json"
+                    traced=$(jq -r '"\(.records)/\(.dropped)"' "$WORK/trace.json")
+                fi
                 kill "$PID"
                 wait "$PID" 2>/dev/null || true
                 PID=""
@@ -85,9 +92,9 @@ for p in $PROFILES; do
                 op=$([[ $rw == *read ]] && echo read || echo write)
                 read -r m50 d50 < <(jq -r --arg op "$op" '.ops[$op] | "\(.modelled.p50_ns) \(.delivered.p50_ns)"' "$WORK/stats.json")
                 cpu=$(awk -v a="$c0" -v b="$c1" -v t="$RUNTIME" 'BEGIN { printf "%.0f%%", (b - a) / t * 100 }')
-                printf "%-14s %-22s %-9s %4s %9.0f | %8s %8s %8s %8s %9s | %8s %8s | %s\n" \
+                printf "%-14s %-22s %-9s %4s %9.0f | %8s %8s %8s %8s %9s | %8s %8s | %8s | %s\n" \
                     "$p" "${mode//,/ }" "$rw" "$qd" "$iops" "$(us "$p50")" "$(us "$p90")" "$(us "$p99")" \
-                    "$(us "$p999")" "$(us "$max")" "$(us "$m50")" "$(us "$d50")" "$cpu"
+                    "$(us "$p999")" "$(us "$max")" "$(us "$m50")" "$(us "$d50")" "$cpu" "$traced"
             done
         done
     done

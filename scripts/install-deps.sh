@@ -38,6 +38,7 @@ STAGE2=(
     qemu-utils          # qemu-img, qemu-nbd
     seabios             # firmware for -kernel boots
     fio                 # the workload, run inside the guest from the host root
+    blktrace            # blkparse: the trace tests compare vssd's blkparse text with it
     libnbd-bin          # nbdinfo, nbdcopy: an independent NBD client
     python3-libnbd      # nbdsh (libnbd from Python), for NBD protocol tests
     busybox-static      # guest userland (build-guest.sh downloads its own copy too)
@@ -62,7 +63,7 @@ mapfile -t need1 < <(missing "${STAGE1[@]}")
 mapfile -t need2 < <(missing "${STAGE2[@]}")
 [[ ${#need2[@]} -eq 0 ]] || apt_install "${need2[@]}"
 
-for tool in qemu-system-x86_64 qemu-storage-daemon qemu-img qemu-nbd fio nbdinfo nbdcopy nbdsh cpio depmod blkdiscard; do
+for tool in qemu-system-x86_64 qemu-storage-daemon qemu-img qemu-nbd fio blkparse nbdinfo nbdcopy nbdsh cpio depmod blkdiscard; do
     command -v "$tool" >/dev/null 2>&1 || die "$tool is still missing after installing packages"
 done
 log "ok: $(qemu-system-x86_64 --version | head -n1), $(fio --version)"

@@ -13,7 +13,7 @@ use vssd_common::cli_out;
 use vssd_device::files::{FileError, create_new_private};
 use vssd_profile::size::format_size;
 use vssd_trace::vssd::{self as vt, RecOp};
-use vssd_trace::{Format, Io, Item, Op, Trace, TraceError, blkparse, iolog};
+use vssd_trace::{Format, Io, Op, Trace, TraceError, blkparse, iolog};
 
 /// `vssd trace` arguments.
 #[derive(Debug, Args)]
@@ -37,8 +37,8 @@ pub enum TraceCmd {
         event: BlkEvent,
     },
     /// Convert a trace to a fio iolog (so real fio replays it with
-    /// `read_iolog=`) or to vssd's format (so `vssd sim` replays it at ns
-    /// precision).
+    /// `read_iolog=`), to blkparse's text, or to vssd's format (so `vssd
+    /// sim` replays it at ns precision).
     Convert {
         /// The trace to read (format detected from its content).
         input: PathBuf,
@@ -51,6 +51,9 @@ pub enum TraceCmd {
         /// when replaying).
         #[arg(long, value_name = "NAME", default_value = "/dev/vssd")]
         file_name: String,
+        /// The device blkparse text names (`--to blkparse`), MAJOR,MINOR.
+        #[arg(long, value_name = "MAJOR,MINOR", default_value = "254,0", value_parser = parse_dev)]
+        device: (u32, u32),
         /// blkparse text: which event becomes a request (`q`: queued, what
         /// fio replays from blktrace; `d`: issued to the driver).
         #[arg(long, value_enum, default_value_t = BlkEvent::Q)]
@@ -72,10 +75,24 @@ pub enum BlkEvent {
 pub enum OutFormat {
     /// fio iolog version 3 (times in µs).
     Iolog3,
-    /// fio iolog version 2 (no times).
+    /// fio iolog version 2 (times to the ms, as `wait` lines).
     Iolog2,
-    /// vssd's binary trace (times in ns; no completion times are known).
+    /// blkparse's default text output (Q events; D and C too from a vssd
+    /// trace).
+    Blkparse,
+    /// vssd's binary trace (times in ns; from another format, no
+    /// completion times are known).
     Vssd,
+}
+
+/// `MAJOR,MINOR`.
+fn parse_dev(s: &str) -> Result<(u32, u32), String> {
+    let bad = || format!("`{s}` is not a device number MAJOR,MINOR (e.g. 8,16)");
+    let (a, b) = s.split_once(',').ok_or_else(bad)?;
+    Ok((
+        a.trim().parse().map_err(|_| bad())?,
+        b.trim().parse().map_err(|_| bad())?,
+    ))
 }
 
 /// What went wrong.
@@ -127,22 +144,30 @@ pub fn run(args: TraceArgs) -> Result<(), TraceCmdError> {
     match args.cmd {
         TraceCmd::Info { file, event } => {
             let (format, trace, v) = load(&file, event)?;
-            cli_out::print(&info(&file, format, &trace, v.as_ref()))?;
+            let mut text = info(&file, format, &trace.timed_by_waits(), v.as_ref());
+            if trace.has_waits() {
+                text.push_str("  times from the iolog v2 wait lines (to the millisecond)\n");
+            }
+            cli_out::print(&text)?;
         }
         TraceCmd::Convert {
             input,
             output,
             to,
             file_name,
+            device,
             event,
         } => {
-            let (format, trace, v) = load(&input, event)?;
+            let (format, read, v) = load(&input, event)?;
+            // iolog v2's waits become the times of the requests after them.
+            let trace = read.timed_by_waits();
             let f = create_new_private(&output)?;
             let wr = |source| TraceCmdError::Write {
                 path: output.clone(),
                 source,
             };
             let mut w = BufWriter::with_capacity(1 << 20, f);
+            let mut notes: Vec<String> = Vec::new();
             let n = match to {
                 OutFormat::Iolog3 | OutFormat::Iolog2 => {
                     let ver = if to == OutFormat::Iolog3 {
@@ -151,7 +176,19 @@ pub fn run(args: TraceArgs) -> Result<(), TraceCmdError> {
                         iolog::Version::V2
                     };
                     let ios: Vec<&Io> = trace.ios().collect();
-                    iolog::write(&mut w, ver, &file_name, ios).map_err(wr)?
+                    let done = iolog::write(&mut w, ver, &file_name, ios).map_err(wr)?;
+                    if to == OutFormat::Iolog2 && trace.ios().any(|i| i.t_ns.is_some()) {
+                        notes.push(format!(
+                            "{} wait lines: iolog v2 keeps times to the millisecond",
+                            done.waits
+                        ));
+                    }
+                    done.ios
+                }
+                OutFormat::Blkparse => {
+                    let reqs = blkparse_requests(&trace, v.as_ref());
+                    blkparse::write(&mut w, device, &reqs).map_err(wr)?;
+                    reqs.len() as u64
                 }
                 OutFormat::Vssd => {
                     let header = match &v {
@@ -176,11 +213,20 @@ pub fn run(args: TraceArgs) -> Result<(), TraceCmdError> {
                 }
             };
             w.flush().map_err(wr)?;
-            let waits = trace
-                .items
-                .iter()
-                .filter(|i| matches!(i, Item::Wait { .. }))
-                .count();
+            if read.has_waits() {
+                notes.push("iolog v2 waits became the times of the requests after them".into());
+            }
+            if trace.ios().any(|i| matches!(i.op, Op::WriteZeroes { .. })) && to != OutFormat::Vssd
+            {
+                let whose = if to == OutFormat::Blkparse {
+                    "blkparse"
+                } else {
+                    "fio"
+                };
+                notes.push(format!(
+                    "write-zeroes became writes: {whose} has no write-zeroes"
+                ));
+            }
             let mut msg = format!(
                 "{} ({}) -> {} ({}): {n} requests",
                 input.display(),
@@ -189,26 +235,50 @@ pub fn run(args: TraceArgs) -> Result<(), TraceCmdError> {
                 match to {
                     OutFormat::Iolog3 => "fio iolog v3",
                     OutFormat::Iolog2 => "fio iolog v2",
+                    OutFormat::Blkparse => "blkparse text",
                     OutFormat::Vssd => "vssd",
                 }
             );
-            if waits > 0 && to != OutFormat::Iolog2 {
-                let _ = write!(msg, " ({waits} iolog v2 waits dropped)");
-            }
-            if to == OutFormat::Iolog2 && trace.ios().any(|i| i.t_ns.is_some()) {
-                msg.push_str(
-                    " (iolog v2 keeps no times: fio replays it as fast as iodepth allows)",
-                );
-            }
-            if trace.ios().any(|i| matches!(i.op, Op::WriteZeroes { .. })) && to != OutFormat::Vssd
-            {
-                msg.push_str(" (write-zeroes became writes: fio has no write-zeroes action)");
+            for note in notes {
+                let _ = write!(msg, " ({note})");
             }
             msg.push('\n');
             cli_out::print(&msg)?;
         }
     }
     Ok(())
+}
+
+/// The requests of `trace` for blkparse text: from a vssd trace (`v`) each
+/// record's receipt as `Q`, the model taking it as `D`, the delivery of
+/// its completion as `C`; from another format `Q` events alone.
+fn blkparse_requests(trace: &Trace, v: Option<&vt::File>) -> Vec<blkparse::Request> {
+    match v {
+        Some(v) => {
+            let mut recs: Vec<&vt::Record> = v.records.iter().collect();
+            recs.sort_by_key(|r| (r.received_ns, r.taken_ns, r.seq));
+            recs.into_iter()
+                .filter_map(|r| {
+                    let io = r.io()?;
+                    Some(blkparse::Request {
+                        io,
+                        issued_ns: Some(r.taken_ns),
+                        completed_ns: (r.status != vt::status::ABANDONED).then_some(r.delivered_ns),
+                        failed: r.status != vt::status::OK,
+                    })
+                })
+                .collect()
+        }
+        None => trace
+            .ios()
+            .map(|io| blkparse::Request {
+                io: *io,
+                issued_ns: None,
+                completed_ns: None,
+                failed: false,
+            })
+            .collect(),
+    }
 }
 
 /// A vssd record for a request of another format (completion unknown:
@@ -223,7 +293,8 @@ fn record_of(io: &Io) -> vt::Record {
         Op::WriteZeroes { unmap } => (RecOp::WriteZeroes, unmap),
     };
     vt::Record {
-        arrival_ns: t,
+        received_ns: t,
+        taken_ns: t,
         due_ns: t,
         delivered_ns: t,
         offset: io.offset,
@@ -326,28 +397,56 @@ pub fn info(path: &Path, format: Format, trace: &Trace, v: Option<&vt::File>) ->
         s.push_str("  no times (replayed as fast as iodepth allows)\n");
     }
     if let Some(v) = v {
-        // Queue depth at arrivals, and modelled latency.
+        // Queue depth (received to delivered), latency as the client saw
+        // it, and how long requests waited for the model.
+        let mut spans: Vec<(u64, u64)> = v
+            .records
+            .iter()
+            .map(|r| (r.received_ns, r.delivered_ns))
+            .collect();
+        spans.sort_unstable();
         let mut ends: std::collections::BinaryHeap<std::cmp::Reverse<u64>> =
             std::collections::BinaryHeap::new();
         let mut max_depth = 0usize;
-        let mut lat: Vec<u64> = Vec::with_capacity(v.records.len());
-        for r in &v.records {
-            while ends.peek().is_some_and(|e| e.0 <= r.arrival_ns) {
+        for &(a, d) in &spans {
+            while ends.peek().is_some_and(|e| e.0 <= a) {
                 ends.pop();
             }
-            ends.push(std::cmp::Reverse(r.delivered_ns));
+            ends.push(std::cmp::Reverse(d));
             max_depth = max_depth.max(ends.len());
-            lat.push(r.delivered_ns - r.arrival_ns);
         }
+        let mut lat: Vec<u64> = spans.iter().map(|&(a, d)| d.saturating_sub(a)).collect();
+        let mut wait: Vec<u64> = v
+            .records
+            .iter()
+            .map(|r| r.taken_ns - r.received_ns)
+            .collect();
         lat.sort_unstable();
+        wait.sort_unstable();
+        let pct = |xs: &[u64], q: f64| xs[((xs.len() - 1) as f64 * q) as usize] as f64 / 1e3;
         if !lat.is_empty() {
-            let p = |q: f64| lat[((lat.len() - 1) as f64 * q) as usize] as f64 / 1e3;
             let _ = writeln!(
                 s,
-                "  in flight at most {max_depth}; latency (delivered) p50 {:.1} µs, p99 {:.1} µs, max {:.1} µs",
-                p(0.5),
-                p(0.99),
-                p(1.0)
+                "  in flight at most {max_depth}; latency (received to delivered) p50 {:.1} µs, p99 {:.1} µs, max {:.1} µs",
+                pct(&lat, 0.5),
+                pct(&lat, 0.99),
+                pct(&lat, 1.0)
+            );
+            if v.version >= vt::VERSION {
+                let _ = writeln!(
+                    s,
+                    "  received to taken by the model: p50 {:.1} µs, p99 {:.1} µs, max {:.1} µs",
+                    pct(&wait, 0.5),
+                    pct(&wait, 0.99),
+                    pct(&wait, 1.0)
+                );
+            }
+        }
+        if v.version < vt::VERSION {
+            let _ = writeln!(
+                s,
+                "  format version {}: times are the model's (when it took each request), not the frontend's",
+                v.version
             );
         }
         let failed = v

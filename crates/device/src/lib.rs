@@ -858,6 +858,13 @@ impl Device {
         )
     }
 
+    /// Whether a trace is being taken (one relaxed load): a frontend then
+    /// notes when it received each request ([`Pending::set_received`]).
+    #[inline]
+    pub fn tracing(&self) -> bool {
+        self.stats.capture.on()
+    }
+
     /// Stop the trace (if any) and close its file.
     pub fn trace_stop(&self) -> capture::TraceStatus {
         self.stats.capture.stop()

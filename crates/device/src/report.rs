@@ -80,6 +80,16 @@ pub struct DepthReport {
     pub request_ns: u64,
     /// `request_ns / busy_ns`: requests in flight on average while busy.
     pub mean_in_flight: f64,
+    /// The first request's submission (daemon clock, ns since the drive
+    /// opened; 0: none yet).
+    #[serde(default)]
+    pub first_ns: u64,
+    /// The latest submission or completion (daemon clock, ns): with
+    /// `first_ns`, the span over which a load ran, so bytes over
+    /// `(last_ns - first_ns)` is the bandwidth the client got, idle
+    /// moments included.
+    #[serde(default)]
+    pub last_ns: u64,
 }
 
 impl DepthReport {
@@ -91,6 +101,8 @@ impl DepthReport {
             busy_ns,
             request_ns,
             mean_in_flight: mean_depth(request_ns, busy_ns),
+            first_ns: 0,
+            last_ns: 0,
         }
     }
 

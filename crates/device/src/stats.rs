@@ -21,7 +21,7 @@ use vssd_common::clock::TimeScale;
 
 use vssd_trace::vssd::{FLAG_FUA, FLAG_MORE, FLAG_UNMAP, RecOp, Record, status as trace_status};
 
-use super::capture::{Capture, TraceClock};
+use super::capture::{Capture, Raw};
 use super::hist::{Histogram, Summary};
 pub use super::report::{
     ConnReport, ConnectionReport, DepthReport, DriveReport, FrontendReport, IoReport, OpCount,
@@ -127,12 +127,19 @@ struct Depth {
     busy_ns: AtomicU64,
     /// The latest submission or completion seen (daemon clock, ns).
     last_ns: AtomicU64,
+    /// The first submission (daemon clock, ns, at least 1; 0: none yet).
+    first_ns: AtomicU64,
     /// Start of the busy period under way.
     busy_since: Mutex<Option<u64>>,
 }
 
 impl Depth {
     fn enter(&self, at_ns: u64) {
+        if self.first_ns.load(Relaxed) == 0 {
+            let _ = self
+                .first_ns
+                .compare_exchange(0, at_ns.max(1), Relaxed, Relaxed);
+        }
         self.last_ns.fetch_max(at_ns, Relaxed);
         let before = self.now.fetch_add(1, Relaxed);
         self.max.fetch_max(before + 1, Relaxed);
@@ -164,12 +171,16 @@ impl Depth {
     fn report(&self) -> DepthReport {
         let open =
             lock(&self.busy_since).map_or(0, |t| self.last_ns.load(Relaxed).saturating_sub(t));
-        DepthReport::new(
-            self.now.load(Relaxed),
-            self.max.load(Relaxed),
-            self.busy_ns.load(Relaxed) + open,
-            self.request_ns.load(Relaxed),
-        )
+        DepthReport {
+            first_ns: self.first_ns.load(Relaxed),
+            last_ns: self.last_ns.load(Relaxed),
+            ..DepthReport::new(
+                self.now.load(Relaxed),
+                self.max.load(Relaxed),
+                self.busy_ns.load(Relaxed) + open,
+                self.request_ns.load(Relaxed),
+            )
+        }
     }
 }
 
@@ -588,6 +599,7 @@ impl Connection {
             flags: 0,
             ranges: None,
             model_arrival: std::cell::Cell::new(None),
+            received_ns: submit_ns,
             status: Status::Ok,
             submit_ns,
             due_ns: submit_ns,
@@ -640,6 +652,9 @@ pub struct Pending {
     /// When the model took it (model clock without the precondition
     /// offset) and its place in the model's order (for the trace).
     model_arrival: std::cell::Cell<Option<(u64, u64)>>,
+    /// When the frontend received it (daemon clock; for the trace):
+    /// its submission unless the frontend says otherwise.
+    received_ns: u64,
     status: Status,
     submit_ns: u64,
     due_ns: u64,
@@ -717,13 +732,22 @@ impl Pending {
         self.queue = queue;
     }
 
-    /// Append this request to the trace, if one is being taken.
+    /// When the frontend received the request (daemon clock: it popped
+    /// the descriptor chain, read the NBD request header), for the trace;
+    /// without it, the request's submission to the device counts. A time
+    /// after the submission is ignored.
+    pub fn set_received(&mut self, daemon_ns: u64) {
+        self.received_ns = daemon_ns.min(self.submit_ns);
+    }
+
+    /// Append this request to the trace, if one is being taken: its raw
+    /// clock readings go to the trace's ring (no lock, no allocation), its
+    /// writer thread converts them.
     fn trace(&self, delivered_ns: Option<u64>) {
         let h = &self.conn;
-        let cap = &h.device.capture;
-        if !cap.on() {
+        let Some(tx) = h.device.capture.sender() else {
             return;
-        }
+        };
         let op = match self.op {
             OpKind::Read => RecOp::Read,
             OpKind::Write => RecOp::Write,
@@ -741,34 +765,37 @@ impl Pending {
             (_, Status::NoSpace) => trace_status::NO_SPACE,
             (_, Status::Stopped) => trace_status::STOPPED,
         };
-        let (arrival, seq) = match self.model_arrival.get() {
-            Some((model_ns, seq)) => (Some(model_ns), seq),
-            None => (None, 0),
+        // When the model took it, else (never submitted) when it came.
+        let (taken, seq, model_taken) = match self.model_arrival.get() {
+            Some((model_ns, seq)) => (model_ns, seq, true),
+            None => (self.submit_ns, 0, false),
         };
-        let make = |c: &TraceClock, offset: u64, len: u64, more: bool| Record {
-            // When the model took it, else (never submitted) when it came.
-            arrival_ns: arrival.map_or_else(|| c.daemon(self.submit_ns), |a| c.model(a)),
-            seq,
-            due_ns: c.daemon(self.due_ns),
-            delivered_ns: c.daemon(delivered_ns.unwrap_or(self.due_ns)),
-            offset,
-            len,
-            conn: h.conn.id.min(u32::MAX as u64) as u32,
-            frontend: h.frontend.id.min(u16::MAX as u32) as u16,
-            queue: self.queue,
-            op,
-            flags: self.flags | (u8::from(more) * FLAG_MORE),
-            status,
+        let rec = |offset: u64, len: u64, more: bool| Raw {
+            rec: Record {
+                received_ns: self.received_ns,
+                taken_ns: taken,
+                seq,
+                due_ns: self.due_ns,
+                delivered_ns: delivered_ns.unwrap_or(self.due_ns),
+                offset,
+                len,
+                conn: h.conn.id.min(u32::MAX as u64) as u32,
+                frontend: h.frontend.id.min(u16::MAX as u32) as u16,
+                queue: self.queue,
+                op,
+                flags: self.flags | (u8::from(more) * FLAG_MORE),
+                status,
+            },
+            model_taken,
         };
-        let scale = h.device.scale;
-        cap.record(scale, |c| match &self.ranges {
-            None => vec![make(c, self.offset, self.bytes, false)],
-            Some(rs) => rs
-                .iter()
-                .enumerate()
-                .map(|(i, &(o, l))| make(c, o, l, i + 1 < rs.len()))
-                .collect(),
-        });
+        match &self.ranges {
+            None => tx.push(rec(self.offset, self.bytes, false)),
+            Some(rs) => {
+                for (i, &(o, l)) in rs.iter().enumerate() {
+                    tx.push(rec(o, l, i + 1 < rs.len()));
+                }
+            }
+        }
     }
 
     pub(crate) fn set_trim(&mut self, t: TrimOutcome) {

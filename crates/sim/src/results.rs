@@ -76,6 +76,9 @@ pub struct JobReport {
     /// fio's `job_runtime`: the instance's runtime in whole ms (fio's
     /// `total_run_time`), added up over merged instances.
     pub job_runtime_ms: u64,
+    /// Flushes a replay issued (an iolog's `sync`s, a trace's flushes):
+    /// fio's `sync.total_ios`.
+    pub sync_ios: u64,
     /// The runtime bandwidth and IOPS are computed over, ns: `end_ns −
     /// stats_start_ns` for one instance, the longest of the merged
     /// instances' with `group_reporting` (as fio takes the longest).
@@ -257,6 +260,7 @@ impl JobReport {
             *a += b;
         }
         self.job_runtime_ms += o.job_runtime_ms;
+        self.sync_ios += o.sync_ios;
         self.longest_runtime_ns = self.longest_runtime_ns.max(o.longest_runtime_ns);
         // fio prints the last member's options and percentile settings, and
         // the first member's name and description.

@@ -13,8 +13,12 @@
 //! splitting). RWBS: `R` read, `W` write, `D` discard, a leading `F` a
 //! cache flush (alone: a flush request), a later `F` force unit access.
 //! Other actions, notes and the per-CPU summary at the end are skipped.
+//!
+//! [`write`] prints requests in the same format: a `Q` event per request,
+//! and a `D` and a `C` event where the times are known (a vssd trace's
+//! model and delivery times), sorted by time as blkparse sorts them.
 
-use std::io::BufRead;
+use std::io::{BufRead, Write};
 
 use super::iolog::BoundedLines;
 use super::{Io, Item, Op, Trace, TraceError};
@@ -199,6 +203,94 @@ pub fn read(r: impl BufRead, name: &str, event: Event) -> Result<Trace, TraceErr
     Ok(t)
 }
 
+/// One request for [`write`]: queued at `io.t_ns` (0 if none), and,
+/// when known, issued to the driver and completed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Request {
+    /// The request; its time is the `Q` event's.
+    pub io: Io,
+    /// `D`: issued to the driver (a vssd trace: the model took it).
+    pub issued_ns: Option<u64>,
+    /// `C`: completed (a vssd trace: its completion was delivered).
+    pub completed_ns: Option<u64>,
+    /// Completed with an error (`C`'s error field 5, EIO).
+    pub failed: bool,
+}
+
+/// The RWBS blkparse prints for `op` (the kernel's `blk_fill_rwbs`: a
+/// flush is a preflush with no data, `FW`; force unit access adds an `F`
+/// after the kind). A WRITE ZEROES is printed as a write: blkparse's
+/// kinds have none (the kernel prints `N`, which readers skip).
+fn rwbs(io: &Io) -> &'static str {
+    match (io.op, io.fua) {
+        (Op::Flush, _) => "FW",
+        (Op::Read, false) => "R",
+        (Op::Read, true) => "RF",
+        (Op::Write | Op::WriteZeroes { .. }, false) => "W",
+        (Op::Write | Op::WriteZeroes { .. }, true) => "WF",
+        (Op::Discard, _) => "D",
+    }
+}
+
+/// Write `reqs` as blkparse's default text output on device `dev`
+/// (`MAJOR,MINOR`), one CPU (0), process `vssd`; times relative to the
+/// earliest. Offsets and lengths must be whole 512-byte sectors. Returns
+/// the events written.
+pub fn write(mut w: impl Write, dev: (u32, u32), reqs: &[Request]) -> std::io::Result<u64> {
+    let mut events: Vec<(u64, u8, usize)> = Vec::with_capacity(reqs.len() * 3);
+    for (i, r) in reqs.iter().enumerate() {
+        if r.io.op != Op::Flush && (r.io.offset % 512 != 0 || r.io.len % 512 != 0) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "request {}: offset {} or length {} is not a whole number of 512-byte sectors, which blkparse counts in",
+                    i + 1,
+                    r.io.offset,
+                    r.io.len
+                ),
+            ));
+        }
+        let q = r.io.t_ns.unwrap_or(0);
+        events.push((q, 0, i));
+        if let Some(d) = r.issued_ns {
+            events.push((d.max(q), 1, i));
+        }
+        if let Some(c) = r.completed_ns {
+            events.push((c.max(q), 2, i));
+        }
+    }
+    // In time order; at equal times Q before D before C, then request order.
+    events.sort_unstable_by_key(|&(t, k, i)| (t, k, i));
+    let base = events.first().map_or(0, |e| e.0);
+    let mut n = 0u64;
+    for (t, k, i) in events {
+        n += 1;
+        let r = &reqs[i];
+        let t = t - base;
+        let devs = format!("{:>3},{:<3}", dev.0, dev.1);
+        write!(
+            w,
+            "{devs} {:>2} {n:>8} {:>5}.{:09} {:>5} {:>2} {:>3} ",
+            0,
+            t / 1_000_000_000,
+            t % 1_000_000_000,
+            0,
+            ["Q", "D", "C"][k as usize],
+            rwbs(&r.io)
+        )?;
+        if r.io.op != Op::Flush {
+            write!(w, "{} + {} ", r.io.offset / 512, r.io.len / 512)?;
+        }
+        if k == 2 {
+            writeln!(w, "[{}]", if r.failed { 5 } else { 0 })?;
+        } else {
+            writeln!(w, "[vssd]")?;
+        }
+    }
+    w.flush()?;
+    Ok(n)
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -243,6 +335,93 @@ CPU0 (8,16):
     fn dispatch_events_are_another_choice() {
         let t = read(std::io::Cursor::new(SAMPLE), "s", Event::Dispatch).unwrap();
         assert_eq!(t.ios().count(), 1);
+    }
+
+    /// What `write` prints reads back to the same requests, from its `Q`
+    /// events at their times and from its `D` events at theirs.
+    #[test]
+    fn written_text_reads_back_to_the_same_requests() {
+        let io = |t: u64, op: Op, offset: u64, len: u64, fua: bool| Io {
+            t_ns: Some(t),
+            op,
+            offset,
+            len,
+            file: 0,
+            fua,
+        };
+        let reqs = vec![
+            Request {
+                io: io(5_000, Op::Write, 4096, 8192, false),
+                issued_ns: Some(5_400),
+                completed_ns: Some(90_000),
+                failed: false,
+            },
+            Request {
+                io: io(6_000, Op::Read, 0, 512, false),
+                issued_ns: Some(6_100),
+                completed_ns: Some(40_000),
+                failed: true,
+            },
+            Request {
+                io: io(1_500_000_000, Op::Flush, 0, 0, false),
+                issued_ns: None,
+                completed_ns: None,
+                failed: false,
+            },
+            Request {
+                io: io(1_500_000_100, Op::Write, 1 << 30, 4096, true),
+                issued_ns: None,
+                completed_ns: None,
+                failed: false,
+            },
+            Request {
+                io: io(1_600_000_000, Op::Discard, 0, 1 << 20, false),
+                issued_ns: None,
+                completed_ns: None,
+                failed: false,
+            },
+        ];
+        let mut out = Vec::new();
+        assert_eq!(write(&mut out, (8, 16), &reqs).unwrap(), 9);
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0],
+            "  8,16   0        1     0.000000000     0  Q   W 8 + 16 [vssd]"
+        );
+        assert_eq!(
+            lines[3],
+            "  8,16   0        4     0.000001100     0  D   R 0 + 1 [vssd]"
+        );
+        assert_eq!(
+            lines[4],
+            "  8,16   0        5     0.000035000     0  C   R 0 + 1 [5]"
+        );
+        assert_eq!(
+            lines[6],
+            "  8,16   0        7     1.499995000     0  Q  FW [vssd]"
+        );
+        let back = read(std::io::Cursor::new(text.clone()), "w", Event::Queue).unwrap();
+        let want: Vec<Io> = reqs
+            .iter()
+            .map(|r| Io {
+                t_ns: Some(r.io.t_ns.unwrap() - 5_000),
+                ..r.io
+            })
+            .collect();
+        assert_eq!(back.ios().copied().collect::<Vec<_>>(), want);
+        let d = read(std::io::Cursor::new(text), "w", Event::Dispatch).unwrap();
+        let got: Vec<_> = d.ios().map(|i| (i.t_ns.unwrap(), i.op)).collect();
+        assert_eq!(got, vec![(0, Op::Write), (700, Op::Read)]);
+        // Not whole sectors: an error naming the request.
+        let odd = [Request {
+            io: io(0, Op::Write, 100, 512, false),
+            issued_ns: None,
+            completed_ns: None,
+            failed: false,
+        }];
+        let e = write(Vec::new(), (8, 0), &odd).unwrap_err().to_string();
+        assert!(e.contains("request 1: offset 100"), "{e}");
     }
 
     #[test]

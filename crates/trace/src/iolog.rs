@@ -3,7 +3,10 @@
 //! Version 2: a header line `fio version 2 iolog`, then
 //! `FILE ACTION [OFFSET LENGTH]` per line; file actions `add`, `open`,
 //! `close`; I/O actions `read`, `write`, `sync`, `datasync`, `trim`, and
-//! `wait` (its offset field is a time in ms since the job started).
+//! `wait`, whose offset field is a time in ms since fio started
+//! (`mtime_since_genesis`): fio sleeps until then, and issues the lines
+//! that follow as fast as `iodepth` allows. Version 2's only timing is
+//! these waits, to the millisecond.
 //! Version 3 prefixes every line with a timestamp in µs since the log
 //! started (`fio --write_iolog` writes version 3) and has no `wait`; fio
 //! replays it by delaying each I/O by the difference between its timestamp
@@ -170,26 +173,41 @@ impl<'a, R: BufRead> BoundedLines<'a, R> {
 /// Which iolog version to write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Version {
-    /// No times: fio replays as fast as `iodepth` allows.
+    /// Times to the ms, as `wait` lines: fio waits until each one's time
+    /// since it started, then issues what follows as fast as `iodepth`
+    /// allows.
     V2,
     /// Times in µs: fio replays at the recorded pace.
     V3,
+}
+
+/// What [`write`] wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Written {
+    /// Requests.
+    pub ios: u64,
+    /// Version 2's `wait` lines.
+    pub waits: u64,
 }
 
 /// Write `ios` (in arrival order) as an iolog for the file `file`.
 ///
 /// Version 3's timestamps are µs since the first request plus 1: fio
 /// takes a previous timestamp of 0 to mean "no delay", so a log starting
-/// at 0 would lose its second request's delay. A WRITE ZEROES becomes a
-/// `write` (fio has no such action), a flush `sync`, a discard `trim`.
+/// at 0 would lose its second request's delay. Version 2 gets a `wait`
+/// line before the first request of each later millisecond (ms since the
+/// first request, rounded down). A WRITE ZEROES becomes a `write` (fio
+/// has no such action), a flush `sync`, a discard `trim`.
 pub fn write<'a>(
     mut w: impl Write,
     version: Version,
     file: &str,
     ios: impl IntoIterator<Item = &'a Io>,
-) -> std::io::Result<u64> {
+) -> std::io::Result<Written> {
     let mut base: Option<u64> = None;
     let mut last = 1u64;
+    let mut waited_ms = 0u64;
+    let mut waits = 0u64;
     let stamp = |w: &mut dyn Write, us: u64| -> std::io::Result<()> {
         if version == Version::V3 {
             write!(w, "{us} ")?;
@@ -210,6 +228,14 @@ pub fn write<'a>(
         let b = *base.get_or_insert(t);
         let us = 1 + t.saturating_sub(b) / 1000;
         last = last.max(us);
+        if version == Version::V2 && io.t_ns.is_some() {
+            let ms = t.saturating_sub(b) / 1_000_000;
+            if ms > waited_ms {
+                writeln!(w, "{file} wait {ms} 0")?;
+                waited_ms = ms;
+                waits += 1;
+            }
+        }
         stamp(&mut w, last)?;
         match io.op {
             Op::Read => writeln!(w, "{file} read {} {}", io.offset, io.len)?,
@@ -224,7 +250,7 @@ pub fn write<'a>(
     stamp(&mut w, last)?;
     writeln!(w, "{file} close")?;
     w.flush()?;
-    Ok(n)
+    Ok(Written { ios: n, waits })
 }
 
 #[cfg(test)]
@@ -297,7 +323,7 @@ mod tests {
             },
         ];
         let mut out = Vec::new();
-        assert_eq!(write(&mut out, Version::V3, "/dev/x", &ios).unwrap(), 3);
+        assert_eq!(write(&mut out, Version::V3, "/dev/x", &ios).unwrap().ios, 3);
         let t = parse(std::str::from_utf8(&out).unwrap()).unwrap();
         let back: Vec<_> = t.ios().copied().collect();
         assert_eq!(back.len(), 3);
@@ -307,6 +333,40 @@ mod tests {
             (back[1].op, back[1].offset, back[1].len),
             (Op::Read, 8192, 512)
         );
+    }
+
+    /// Version 2 carries times as `wait` lines (ms since the start, as
+    /// fio's `mtime_since_genesis`); read back, each request takes the
+    /// time of the wait before it.
+    #[test]
+    fn round_trip_through_v2_keeps_the_pace_to_the_millisecond() {
+        let io = |t_ns: u64, offset: u64| Io {
+            t_ns: Some(t_ns),
+            op: Op::Write,
+            offset,
+            len: 4096,
+            file: 0,
+            fua: false,
+        };
+        let ios = vec![
+            io(7_000_000, 0),
+            io(7_400_000, 4096),
+            io(9_100_000, 8192),
+            io(9_900_000, 12288),
+            io(2_007_000_000, 16384),
+        ];
+        let mut out = Vec::new();
+        let n = write(&mut out, Version::V2, "/dev/x", &ios).unwrap();
+        assert_eq!(n, Written { ios: 5, waits: 2 });
+        let text = std::str::from_utf8(&out).unwrap();
+        assert_eq!(
+            text,
+            "fio version 2 iolog\n/dev/x add\n/dev/x open\n/dev/x write 0 4096\n/dev/x write 4096 4096\n/dev/x wait 2 0\n/dev/x write 8192 4096\n/dev/x write 12288 4096\n/dev/x wait 2000 0\n/dev/x write 16384 4096\n/dev/x close\n"
+        );
+        let t = parse(text).unwrap().timed_by_waits();
+        let times: Vec<_> = t.ios().map(|i| i.t_ns.unwrap() / 1_000_000).collect();
+        assert_eq!(times, vec![0, 0, 2, 2, 2000]);
+        assert!(t.items.iter().all(|i| matches!(i, Item::Io(_))));
     }
 
     #[test]

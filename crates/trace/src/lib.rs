@@ -92,7 +92,7 @@ pub struct Io {
 pub enum Format {
     /// vssd's binary trace.
     Vssd,
-    /// fio iolog version 2 (no times).
+    /// fio iolog version 2 (times only as `wait` lines, in ms).
     IologV2,
     /// fio iolog version 3 (times in µs).
     IologV3,
@@ -131,6 +131,40 @@ impl Trace {
             Item::Io(io) => Some(io),
             Item::Wait { .. } => None,
         })
+    }
+
+    /// Whether it holds fio iolog v2 `wait`s.
+    pub fn has_waits(&self) -> bool {
+        self.items.iter().any(|i| matches!(i, Item::Wait { .. }))
+    }
+
+    /// The trace with iolog v2's `wait`s turned into times: a request
+    /// without a time arrives at the latest wait's time before it (0
+    /// before the first), which is when fio issues it at the earliest.
+    /// Requests with times and traces without waits are left as they are.
+    pub fn timed_by_waits(&self) -> Trace {
+        if !self.has_waits() {
+            return self.clone();
+        }
+        let mut since = 0u64;
+        let items = self
+            .items
+            .iter()
+            .filter_map(|i| match *i {
+                Item::Wait { since_start_ns } => {
+                    since = since.max(since_start_ns);
+                    None
+                }
+                Item::Io(io) => Some(Item::Io(Io {
+                    t_ns: Some(io.t_ns.unwrap_or(since)),
+                    ..io
+                })),
+            })
+            .collect();
+        Trace {
+            files: self.files.clone(),
+            items,
+        }
     }
 
     /// Index of `name` in the file list, added if new.

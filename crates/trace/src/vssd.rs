@@ -1,20 +1,26 @@
-//! vssd's binary trace: a 128-byte header, then one 56-byte record per
+//! vssd's binary trace: a 128-byte header, then one 64-byte record per
 //! request (per range, for a DISCARD or WRITE ZEROES of several ranges),
 //! little-endian, in the order the requests completed.
 //!
-//! Header: magic `VSSDTRCE`, version (u16, 1), header length (u16, 128),
-//! record length (u16, 56), reserved (u16), capacity (u64, bytes), logical
+//! Header: magic `VSSDTRCE`, version (u16, 2), header length (u16, 128),
+//! record length (u16, 64), reserved (u16), capacity (u64, bytes), logical
 //! block size (u32), time scale × 1000 (u32), start (u64, Unix ns),
 //! records (u64; `u64::MAX` while the trace is being written), records
 //! dropped (u64), reserved (u64), the profile's name (64 bytes, UTF-8, NUL
 //! padded).
 //!
-//! Record: arrival, modelled completion, delivery (u64 each, drive-time ns
-//! since the trace started), offset (u64), length (u64), connection (u32),
-//! frontend (u16), queue (u16), op (u8), flags (u8), status (u8), and the
-//! request's place in the order the model took requests (40 bits: it
-//! orders requests the model took at the same time). Times are drive time: with `serve --time-scale K` they
-//! are the model's, not the wall clock's.
+//! Record (version 2): received (when the frontend received the request),
+//! taken (when the drive's model took it), modelled completion, delivery
+//! (u64 each, drive-time ns since the trace started), offset (u64), length
+//! (u64), connection (u32), frontend (u16), queue (u16), op (u8), flags
+//! (u8), status (u8), and the request's place in the order the model took
+//! requests (40 bits: it orders requests the model took at the same
+//! time). Times are drive time: with `serve --time-scale K` they are the
+//! model's, not the wall clock's.
+//!
+//! Version 1 (56-byte records) had no received time: its one arrival time
+//! was the model's. It is still read, with the received time set to the
+//! model's.
 //!
 //! A reader accepts longer headers and records of a later minor layout
 //! (it reads the fields it knows), refuses another version, and checks the
@@ -26,12 +32,16 @@ use super::{Io, Item, Op, Trace, TraceError};
 
 /// The file's first eight bytes.
 pub const MAGIC: [u8; 8] = *b"VSSDTRCE";
-/// The layout this code writes and reads.
-pub const VERSION: u16 = 1;
+/// The layout this code writes (it reads this one and [`VERSION_1`]).
+pub const VERSION: u16 = 2;
+/// The first layout: one arrival time (the model's), 56-byte records.
+pub const VERSION_1: u16 = 1;
 /// Header bytes.
 pub const HEADER_LEN: usize = 128;
 /// Record bytes.
-pub const RECORD_LEN: usize = 56;
+pub const RECORD_LEN: usize = 64;
+/// Record bytes of version 1.
+pub const RECORD_LEN_V1: usize = 56;
 /// `records` of a trace still being written (or never closed).
 pub const OPEN: u64 = u64::MAX;
 
@@ -141,8 +151,14 @@ pub mod status {
 /// One request as the drive received it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Record {
-    /// Arrival, drive-time ns since the trace started.
-    pub arrival_ns: u64,
+    /// When the frontend received it (read it from the virtqueue or the
+    /// socket), drive-time ns since the trace started.
+    pub received_ns: u64,
+    /// When the drive's model took it (at or after `received_ns`: a
+    /// request waits for the model's lock, and the model never goes back
+    /// in time, so one that reaches it after a later arrival is taken at
+    /// that later time).
+    pub taken_ns: u64,
     /// When the model completed it.
     pub due_ns: u64,
     /// When its completion reached the client.
@@ -172,54 +188,71 @@ impl Record {
     /// The little-endian bytes.
     pub fn encode(&self) -> [u8; RECORD_LEN] {
         let mut b = [0u8; RECORD_LEN];
-        b[0..8].copy_from_slice(&self.arrival_ns.to_le_bytes());
-        b[8..16].copy_from_slice(&self.due_ns.to_le_bytes());
-        b[16..24].copy_from_slice(&self.delivered_ns.to_le_bytes());
-        b[24..32].copy_from_slice(&self.offset.to_le_bytes());
-        b[32..40].copy_from_slice(&self.len.to_le_bytes());
-        b[40..44].copy_from_slice(&self.conn.to_le_bytes());
-        b[44..46].copy_from_slice(&self.frontend.to_le_bytes());
-        b[46..48].copy_from_slice(&self.queue.to_le_bytes());
-        b[48] = self.op as u8;
-        b[49] = self.flags;
-        b[50] = self.status;
-        b[51..56].copy_from_slice(&self.seq.to_le_bytes()[..5]);
+        b[0..8].copy_from_slice(&self.received_ns.to_le_bytes());
+        b[8..16].copy_from_slice(&self.taken_ns.to_le_bytes());
+        b[16..24].copy_from_slice(&self.due_ns.to_le_bytes());
+        b[24..32].copy_from_slice(&self.delivered_ns.to_le_bytes());
+        b[32..40].copy_from_slice(&self.offset.to_le_bytes());
+        b[40..48].copy_from_slice(&self.len.to_le_bytes());
+        b[48..52].copy_from_slice(&self.conn.to_le_bytes());
+        b[52..54].copy_from_slice(&self.frontend.to_le_bytes());
+        b[54..56].copy_from_slice(&self.queue.to_le_bytes());
+        b[56] = self.op as u8;
+        b[57] = self.flags;
+        b[58] = self.status;
+        b[59..64].copy_from_slice(&self.seq.to_le_bytes()[..5]);
         b
     }
 
-    fn decode(b: &[u8], at: &dyn Fn() -> String) -> Result<Record, TraceError> {
+    /// Read a record of layout `version` (at least its record length).
+    fn decode(b: &[u8], version: u16, at: &dyn Fn() -> String) -> Result<Record, TraceError> {
         let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
-        let op = RecOp::from_u8(b[48])
-            .ok_or_else(|| TraceError::bad(at(), format!("unknown request kind {}", b[48])))?;
+        // Version 1 has no received time: its fields start 8 bytes earlier.
+        let (received, k) = if version == VERSION_1 {
+            (None, 0)
+        } else {
+            (Some(u64_at(0)), 8)
+        };
+        let op = RecOp::from_u8(b[k + 48])
+            .ok_or_else(|| TraceError::bad(at(), format!("unknown request kind {}", b[k + 48])))?;
+        let taken = u64_at(k);
         let r = Record {
-            arrival_ns: u64_at(0),
-            due_ns: u64_at(8),
-            delivered_ns: u64_at(16),
-            offset: u64_at(24),
-            len: u64_at(32),
-            conn: u32::from_le_bytes(b[40..44].try_into().unwrap_or([0; 4])),
-            frontend: u16::from_le_bytes([b[44], b[45]]),
-            queue: u16::from_le_bytes([b[46], b[47]]),
+            received_ns: received.unwrap_or(taken),
+            taken_ns: taken,
+            due_ns: u64_at(k + 8),
+            delivered_ns: u64_at(k + 16),
+            offset: u64_at(k + 24),
+            len: u64_at(k + 32),
+            conn: u32::from_le_bytes(b[k + 40..k + 44].try_into().unwrap_or([0; 4])),
+            frontend: u16::from_le_bytes([b[k + 44], b[k + 45]]),
+            queue: u16::from_le_bytes([b[k + 46], b[k + 47]]),
             op,
-            flags: b[49],
-            status: b[50],
+            flags: b[k + 49],
+            status: b[k + 50],
             seq: {
                 let mut s = [0u8; 8];
-                s[..5].copy_from_slice(&b[51..56]);
+                s[..5].copy_from_slice(&b[k + 51..k + 56]);
                 u64::from_le_bytes(s)
             },
         };
         if r.offset.checked_add(r.len).is_none() {
             return Err(TraceError::bad(at(), "offset + length overflows"));
         }
-        if r.status != status::ABANDONED
-            && (r.due_ns < r.arrival_ns || r.delivered_ns < r.arrival_ns)
-        {
+        if r.taken_ns < r.received_ns {
             return Err(TraceError::bad(
                 at(),
                 format!(
-                    "completes before it arrives (arrival {} ns, completion {} ns, delivery {} ns): times go backwards",
-                    r.arrival_ns, r.due_ns, r.delivered_ns
+                    "taken by the drive before the frontend received it (received {} ns, taken {} ns): times go backwards",
+                    r.received_ns, r.taken_ns
+                ),
+            ));
+        }
+        if r.status != status::ABANDONED && (r.due_ns < r.taken_ns || r.delivered_ns < r.taken_ns) {
+            return Err(TraceError::bad(
+                at(),
+                format!(
+                    "completes before it arrives (taken {} ns, completion {} ns, delivery {} ns): times go backwards",
+                    r.taken_ns, r.due_ns, r.delivered_ns
                 ),
             ));
         }
@@ -227,7 +260,10 @@ impl Record {
     }
 
     /// The request it replays as (none for requests answered without the
-    /// drive or refused).
+    /// drive or refused), arriving when the frontend received it: the time
+    /// the host issued it, as fio's iolog and blktrace timestamps are
+    /// (the daemon's own delay before the model took it is not part of
+    /// the workload).
     pub fn io(&self) -> Option<Io> {
         let op = match self.op {
             RecOp::Read => Op::Read,
@@ -246,7 +282,7 @@ impl Record {
             return None;
         }
         Some(Io {
-            t_ns: Some(self.arrival_ns),
+            t_ns: Some(self.received_ns),
             op,
             offset: self.offset,
             len: self.len,
@@ -304,14 +340,13 @@ impl<W: Write + Seek> Writer<W> {
         })
     }
 
-    /// Append records.
+    /// Append records (each written as it is encoded: give `out` a
+    /// buffer).
     pub fn write(&mut self, recs: &[Record]) -> std::io::Result<()> {
-        let mut buf = Vec::with_capacity(recs.len() * RECORD_LEN);
         for r in recs {
-            buf.extend_from_slice(&r.encode());
+            self.out.write_all(&r.encode())?;
+            self.written += 1;
         }
-        self.out.write_all(&buf)?;
-        self.written += recs.len() as u64;
         Ok(())
     }
 
@@ -346,18 +381,23 @@ pub struct File {
     /// Whether it was closed properly (else the daemon ended without
     /// stopping it: the records up to the last whole one are kept).
     pub closed: bool,
-    /// Records in arrival order (ties in file order).
+    /// The format version it was written in.
+    pub version: u16,
+    /// Records in the order the model took them (taken time, then its
+    /// order number).
     pub records: Vec<Record>,
 }
 
 impl File {
-    /// The replayable requests as a [`Trace`] on one file, `vssd`.
+    /// The replayable requests as a [`Trace`] on one file, `vssd`, in the
+    /// order the frontends received them (ties: the model's order).
     pub fn to_trace(&self) -> Trace {
+        let mut recs: Vec<&Record> = self.records.iter().collect();
+        recs.sort_by_key(|r| (r.received_ns, r.taken_ns, r.seq));
         Trace {
             files: vec!["vssd".into()],
-            items: self
-                .records
-                .iter()
+            items: recs
+                .into_iter()
                 .filter_map(Record::io)
                 .map(Item::Io)
                 .collect(),
@@ -383,19 +423,25 @@ pub fn read(mut r: impl Read, name: &str) -> Result<File, TraceError> {
     let u32_at = |i: usize| u32::from_le_bytes(fixed[i..i + 4].try_into().unwrap_or([0; 4]));
     let u64_at = |i: usize| u64::from_le_bytes(fixed[i..i + 8].try_into().unwrap_or([0; 8]));
     let version = u16_at(8);
-    if version != VERSION {
-        return Err(TraceError::bad(
-            name,
-            format!("trace format version {version}; this vssd reads version {VERSION}"),
-        ));
-    }
+    let min_record = match version {
+        VERSION => RECORD_LEN,
+        VERSION_1 => RECORD_LEN_V1,
+        _ => {
+            return Err(TraceError::bad(
+                name,
+                format!(
+                    "trace format version {version}; this vssd reads versions {VERSION_1} and {VERSION}"
+                ),
+            ));
+        }
+    };
     let header_len = u16_at(10) as usize;
     let record_len = u16_at(12) as usize;
-    if header_len < HEADER_LEN || record_len < RECORD_LEN {
+    if header_len < HEADER_LEN || record_len < min_record {
         return Err(TraceError::bad(
             name,
             format!(
-                "header of {header_len} bytes or records of {record_len} bytes are shorter than version {VERSION}'s ({HEADER_LEN}, {RECORD_LEN})"
+                "header of {header_len} bytes or records of {record_len} bytes are shorter than version {version}'s ({HEADER_LEN}, {min_record})"
             ),
         ));
     }
@@ -436,7 +482,7 @@ pub fn read(mut r: impl Read, name: &str) -> Result<File, TraceError> {
                 )));
             }
             let at = || format!("{name}: record {}", n + 1);
-            records.push(Record::decode(c, &at)?);
+            records.push(Record::decode(c, version, &at)?);
             n += 1;
         }
         if got < buf.len() {
@@ -462,11 +508,13 @@ pub fn read(mut r: impl Read, name: &str) -> Result<File, TraceError> {
     } else {
         header.records = n;
     }
-    // Records are written as requests complete; replay wants arrivals.
-    records.sort_by_key(|r| (r.arrival_ns, r.seq));
+    // Records are written as requests complete; readers want the order
+    // in which the model took them.
+    records.sort_by_key(|r| (r.taken_ns, r.seq));
     Ok(File {
         header,
         closed,
+        version,
         records,
     })
 }
@@ -479,7 +527,8 @@ mod tests {
 
     fn rec(t: u64, op: RecOp, off: u64, len: u64) -> Record {
         Record {
-            arrival_ns: t,
+            received_ns: t,
+            taken_ns: t,
             due_ns: t + 100,
             delivered_ns: t + 150,
             offset: off,
@@ -522,16 +571,72 @@ mod tests {
         let mut b = rec(100, RecOp::Discard, 0, 1 << 20);
         b.flags = FLAG_MORE;
         b.queue = 3;
-        let bytes = written(&[a, b], true);
-        assert_eq!(bytes.len(), HEADER_LEN + 2 * RECORD_LEN);
+        // Received before `a`, taken after it (it waited for the model).
+        let mut c = rec(600, RecOp::Read, 8192, 512);
+        c.received_ns = 400;
+        c.seq = 1 << 39;
+        let bytes = written(&[a, b, c], true);
+        assert_eq!(bytes.len(), HEADER_LEN + 3 * RECORD_LEN);
         let f = read(Cursor::new(bytes), "t").unwrap();
         assert!(f.closed);
-        assert_eq!(f.header.records, 2);
+        assert_eq!(f.version, VERSION);
+        assert_eq!(f.header.records, 3);
         assert_eq!(f.header.dropped, 3);
         assert_eq!(f.header.profile, "sata-mlc-2011");
-        assert_eq!(f.records, vec![b, a]);
+        // In the model's order; every field kept.
+        assert_eq!(f.records, vec![b, a, c]);
+        // Replayed in the order received, at the received times.
         let t = f.to_trace();
-        assert_eq!(t.ios().count(), 2);
+        let times: Vec<_> = t.ios().map(|i| (i.t_ns.unwrap(), i.op)).collect();
+        assert_eq!(
+            times,
+            vec![(100, Op::Discard), (400, Op::Read), (500, Op::Write)]
+        );
+    }
+
+    /// A version 1 trace (56-byte records, one arrival time: the model's),
+    /// as the first release wrote it, byte by byte.
+    #[test]
+    fn version_1_traces_are_still_read() {
+        let mut b = header().encode().to_vec();
+        b[8..10].copy_from_slice(&1u16.to_le_bytes());
+        b[12..14].copy_from_slice(&56u16.to_le_bytes());
+        b[40..48].copy_from_slice(&2u64.to_le_bytes());
+        for (t, op, seq) in [(700u64, 1u8, 2u64), (300, 0, 1)] {
+            let mut r = [0u8; 56];
+            r[0..8].copy_from_slice(&t.to_le_bytes());
+            r[8..16].copy_from_slice(&(t + 40).to_le_bytes());
+            r[16..24].copy_from_slice(&(t + 50).to_le_bytes());
+            r[24..32].copy_from_slice(&4096u64.to_le_bytes());
+            r[32..40].copy_from_slice(&512u64.to_le_bytes());
+            r[40..44].copy_from_slice(&7u32.to_le_bytes());
+            r[46..48].copy_from_slice(&2u16.to_le_bytes());
+            r[48] = op;
+            r[49] = FLAG_FUA;
+            r[51..56].copy_from_slice(&seq.to_le_bytes()[..5]);
+            b.extend_from_slice(&r);
+        }
+        let f = read(Cursor::new(b), "old").unwrap();
+        assert_eq!(f.version, VERSION_1);
+        let want = Record {
+            received_ns: 300,
+            taken_ns: 300,
+            due_ns: 340,
+            delivered_ns: 350,
+            offset: 4096,
+            len: 512,
+            conn: 7,
+            frontend: 0,
+            queue: 2,
+            op: RecOp::Read,
+            flags: FLAG_FUA,
+            status: status::OK,
+            seq: 1,
+        };
+        assert_eq!(f.records[0], want);
+        assert_eq!(f.records[1].taken_ns, 700);
+        assert_eq!(f.records[1].received_ns, 700);
+        assert_eq!(f.records[1].op, RecOp::Write);
     }
 
     #[test]
@@ -562,7 +667,7 @@ mod tests {
         // Another version.
         let mut b = good.clone();
         b[8] = 9;
-        assert!(msg(b).contains("version 9; this vssd reads version 1"));
+        assert!(msg(b).contains("version 9; this vssd reads versions 1 and 2"));
         // A huge count: no allocation, an error.
         let mut b = good.clone();
         b[40..48].copy_from_slice(&(u64::MAX - 1).to_le_bytes());
@@ -571,9 +676,14 @@ mod tests {
         let mut r = rec(1000, RecOp::Read, 0, 512);
         r.due_ns = 10;
         assert!(msg(written(&[r], true)).contains("times go backwards"));
+        let mut r = rec(1000, RecOp::Read, 0, 512);
+        r.received_ns = 2000;
+        assert!(
+            msg(written(&[r], true)).contains("taken by the drive before the frontend received it")
+        );
         // A bad kind.
         let mut b = good.clone();
-        b[HEADER_LEN + 48] = 77;
+        b[HEADER_LEN + 56] = 77;
         assert!(msg(b).contains("record 1: unknown request kind 77"));
         // Not a trace.
         assert!(msg(b"hello".to_vec()).contains("not a vssd trace"));

@@ -421,11 +421,13 @@ fn reader_loop(
         let Some(r) = read_request(&mut input, conn)? else {
             return Ok(());
         };
+        // For the trace: the request came when its header had been read.
+        let received = dev.tracing().then(|| dev.now_ns());
         if !wait_for_slot(shared, qd) {
             return Ok(());
         }
         let mut held = None;
-        let (body, pending) = match validate(&r, size, neg) {
+        let (body, mut pending) = match validate(&r, size, neg) {
             Err(Refusal::Disconnect(why)) => {
                 warn!("NBD connection {}: {why}; closing it", conn.id());
                 return Ok(());
@@ -461,6 +463,9 @@ fn reader_loop(
                 r
             }
         };
+        if let Some(t) = received {
+            pending.set_received(t);
+        }
         enqueue(
             shared,
             Out {

@@ -51,6 +51,9 @@ pub struct Job {
     pub status: Option<u64>,
     /// The validated request and its layout, or why it is refused.
     pub req: Result<(BlkRequest, Layout), FrontendError>,
+    /// When the queue thread popped it (daemon clock), if noted: only
+    /// while a trace is being taken (`Device::tracing`).
+    pub received_ns: Option<u64>,
 }
 
 impl Job {
@@ -67,6 +70,7 @@ impl Job {
             head,
             status: status_byte(descs),
             req,
+            received_ns: None,
         }
     }
 
@@ -109,6 +113,7 @@ pub fn execute(
     lim: &Limits,
     job: Job,
 ) -> Done {
+    let received = job.received_ns;
     let (mut pending, mut used_len) = match job.req {
         Ok((req, layout)) => run(dev, conn, mem, lim, req, &layout),
         Err(e) => {
@@ -132,6 +137,9 @@ pub fn execute(
             }
         }
         None => used_len = 0,
+    }
+    if let Some(t) = received {
+        pending.set_received(t);
     }
     Done {
         head: job.head,

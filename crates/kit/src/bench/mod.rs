@@ -94,12 +94,20 @@ pub enum BenchCmd {
     },
     /// Run a scenario in a guest (and in the simulator, side by side).
     Run(RunArgs),
-    /// The key tables of two runs side by side.
+    /// The key tables of two runs side by side (of the first and each of
+    /// the others, with more); `--chart` draws their throughput in one
+    /// chart.
     Compare {
         /// First run's output directory.
         a: PathBuf,
         /// Second run's output directory.
         b: PathBuf,
+        /// More runs' output directories, each compared with the first.
+        more: Vec<PathBuf>,
+        /// Write one SVG chart of every run's throughput over time (one
+        /// colour per run) to this file (it must not exist).
+        #[arg(long, value_name = "FILE")]
+        chart: Option<PathBuf>,
     },
 }
 
@@ -254,6 +262,7 @@ pub fn compare_runs(guest: &BenchResults, sim: &BenchResults, tol: f64) -> Vec<P
                 guest_bound,
                 after_guest_bound: false,
                 replayed: false,
+                predicted: None,
             })
         })
         .collect()
@@ -549,15 +558,23 @@ fn summary(r: &BenchResults) -> String {
             "\nguest vs simulator (tolerance {:.0} %{}):",
             r.tolerance * 100.0,
             if r.comparison.iter().any(|c| c.replayed) {
-                "; the simulator replayed the daemon's trace of each phase"
+                "; sim: the daemon's trace of each phase replayed (does the daemon \
+                 deliver when its model says?); predicted: the phase's own job run in \
+                 the simulator (does the model predict the guest?), not counted"
             } else {
                 ""
             }
         );
         for c in &r.comparison {
+            let predicted = match (c.predicted, c.predicted_difference()) {
+                (Some(p), Some(d)) => {
+                    format!("  predicted {:>9.1} MB/s {:+6.1} %", p / 1e6, d * 100.0)
+                }
+                _ => String::new(),
+            };
             let _ = writeln!(
                 o,
-                "  {:<18} {:<9} guest {:>9.1} MB/s  sim {:>9.1} MB/s  {:+6.1} %{}",
+                "  {:<18} {:<9} guest {:>9.1} MB/s  sim {:>9.1} MB/s  {:+6.1} %{predicted}{}",
                 c.phase,
                 c.metric,
                 c.guest / 1e6,
@@ -740,9 +757,18 @@ fn run_cmd(a: RunArgs) -> Result<(), BenchError> {
                         .map(|c| c.phase.clone())
                         .collect();
                     let traced = replay.clone().with_trace(&g, &f);
-                    s = simrun::run(&sc, a.seed, Some(&traced), &mut |_, _| {})?;
+                    // The run from the job files (above) is the simulator's
+                    // prediction; it is reported beside the replayed figure.
+                    let predicted = std::mem::replace(
+                        &mut s,
+                        simrun::run(&sc, a.seed, Some(&traced), &mut |_, _| {})?,
+                    );
                     cmp = compare_runs(&g, &s, sc.tolerance);
                     for c in &mut cmp {
+                        c.predicted = predicted
+                            .phase(&c.phase)
+                            .and_then(|p| p.metrics.get(&c.metric))
+                            .copied();
                         c.guest_bound = bound.contains(&c.phase);
                         c.replayed = g
                             .phases
@@ -843,8 +869,30 @@ pub fn run(args: BenchArgs) -> Result<(), BenchError> {
             ))),
         },
         BenchCmd::Run(a) => run_cmd(a),
-        BenchCmd::Compare { a, b } => {
-            let text = compare::compare_dirs(&a, &b).map_err(|e| BenchError::Io(e.to_string()))?;
+        BenchCmd::Compare { a, b, more, chart } => {
+            let mut dirs = vec![a, b];
+            dirs.extend(more);
+            let runs = dirs
+                .iter()
+                .map(|d| report::read_results(d).map_err(|e| BenchError::Io(e.to_string())))
+                .collect::<Result<Vec<_>, _>>()?;
+            if let Some(file) = &chart {
+                let refs: Vec<&BenchResults> = runs.iter().collect();
+                let c = chart::runs_throughput(&refs).ok_or_else(|| {
+                    BenchError::Io(
+                        "no run has a throughput series (fio phases) to chart".to_string(),
+                    )
+                })?;
+                let mut f = vssd_device::files::create_new_private(file)
+                    .map_err(|e| BenchError::Io(e.to_string()))?;
+                std::io::Write::write_all(&mut f, c.svg.as_bytes())
+                    .map_err(|e| BenchError::Io(format!("{}: {e}", file.display())))?;
+            }
+            let text = runs[1..]
+                .iter()
+                .map(|r| compare::compare(&runs[0], r))
+                .collect::<Vec<_>>()
+                .join("\n");
             vssd_common::cli_out::print(&text).map_err(BenchError::Output)
         }
     }

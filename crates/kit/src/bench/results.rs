@@ -240,9 +240,23 @@ pub struct PhaseComparison {
     /// whether or not the guest kept the drive busy.
     #[serde(default)]
     pub replayed: bool,
+    /// With `replayed`: the simulator's prediction of the same figure, from
+    /// the phase's own fio job or surface pass run in the simulator (with
+    /// the guest's idle gaps between phases, without the trace). The
+    /// replayed figure checks that the daemon delivered completions when
+    /// its model said; this one checks the model and the job file against
+    /// what the guest measured. Reported, not counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted: Option<f64>,
 }
 
 impl PhaseComparison {
+    /// (predicted − guest) / guest, with a prediction.
+    pub fn predicted_difference(&self) -> Option<f64> {
+        self.predicted
+            .map(|p| (p - self.guest) / self.guest.max(1.0))
+    }
+
     /// Counted against the tolerance: replayed request by request, or
     /// neither guest-bound nor starting from a guest-bound phase's state.
     pub fn counted(&self) -> bool {

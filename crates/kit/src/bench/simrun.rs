@@ -111,12 +111,13 @@ impl Replay {
                 if !matches!(p.kind.as_str(), "fio" | "surface" | "trim") || e < b {
                     return None;
                 }
-                let lo = file.records.partition_point(|r| r.arrival_ns < b);
-                let hi = file.records.partition_point(|r| r.arrival_ns < e);
+                let lo = file.records.partition_point(|r| r.taken_ns < b);
+                let hi = file.records.partition_point(|r| r.taken_ns < e);
                 let records = file.records[lo..hi]
                     .iter()
                     .map(|r| vt::Record {
-                        arrival_ns: r.arrival_ns - b,
+                        received_ns: r.received_ns.saturating_sub(b),
+                        taken_ns: r.taken_ns - b,
                         due_ns: r.due_ns.saturating_sub(b),
                         delivered_ns: r.delivered_ns.saturating_sub(b),
                         ..*r
@@ -426,7 +427,7 @@ fn replay_phase(
                 vssd_trace::Op::WriteZeroes { unmap } => Op::WriteZeroes { unmap },
                 _ => continue,
             };
-            now = now.max(t0 + rec.arrival_ns);
+            now = now.max(t0 + rec.taken_ns);
             if op == Op::Trim || op == (Op::WriteZeroes { unmap: true }) {
                 outcome.add_range(sim.ssd(), io.offset, io.len);
             }
@@ -453,10 +454,17 @@ fn replay_phase(
     } else {
         let trace = vssd_trace::Trace {
             files: vec!["vssd".into()],
+            // At the times and in the order the daemon's model took them:
+            // the replayed drive then sees exactly what the daemon's did.
             items: pt
                 .records
                 .iter()
-                .filter_map(vt::Record::io)
+                .filter_map(|r| {
+                    r.io().map(|io| vssd_trace::Io {
+                        t_ns: Some(r.taken_ns),
+                        ..io
+                    })
+                })
                 .map(vssd_trace::Item::Io)
                 .collect(),
         };
@@ -517,7 +525,7 @@ fn replay_phase(
                     let (mut a, mut d) = (u64::MAX, 0);
                     for rec in &pt.records {
                         if in_burst(rec.offset, rec.len) {
-                            a = a.min(rec.arrival_ns);
+                            a = a.min(rec.taken_ns);
                             d = d.max(rec.delivered_ns);
                         }
                     }
@@ -562,7 +570,7 @@ fn replay_phase(
                         .records
                         .iter()
                         .filter(|rec| rec.io().is_some_and(|io| ops.contains(&io.op)))
-                        .map(|rec| rec.arrival_ns)
+                        .map(|rec| rec.taken_ns)
                         .min();
                     let d = pt
                         .records
@@ -638,7 +646,7 @@ fn max_in_flight(records: &[vt::Record]) -> u32 {
         std::collections::BinaryHeap::new();
     let mut most = 0;
     for r in records {
-        while ends.peek().is_some_and(|e| e.0 <= r.arrival_ns) {
+        while ends.peek().is_some_and(|e| e.0 <= r.taken_ns) {
             ends.pop();
         }
         ends.push(std::cmp::Reverse(r.delivered_ns));

@@ -394,6 +394,7 @@ pub(crate) fn trim_recovery() -> BenchResults {
             guest_bound: false,
             after_guest_bound: false,
             replayed: false,
+            predicted: None,
         });
     }
     guest.sim = Some(Box::new(sim));

@@ -509,7 +509,11 @@ impl<T: Target> Engine<'_, T> {
                 let job = &mut self.jobs[j];
                 job.outstanding -= 1;
                 if dir == FLUSH_DIR {
-                    // A replayed flush: in no direction's figures.
+                    // A replayed flush: in no direction's figures; fio
+                    // counts it in its `sync` object.
+                    if t >= job.stats_start_ns {
+                        job.sync_ios += 1;
+                    }
                     return self.pump(j, t);
                 }
                 let d = dir as usize;
@@ -886,6 +890,7 @@ pub fn run_plan<T: Target>(
                 iops_stats,
                 depth_dist,
                 job_runtime_ms: runtime / 1_000_000,
+                sync_ios: j.sync_ios,
                 longest_runtime_ns: runtime,
                 options: p.options.clone(),
                 description: p.description.clone(),

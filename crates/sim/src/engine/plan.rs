@@ -175,7 +175,9 @@ fn dirs_of(mask: u8) -> &'static [Dir] {
 /// Resolve a loaded trace for replay with fio's semantics: the delay of an
 /// entry is its time minus the previous entry's, scaled by
 /// `replay_time_scale` (none with `replay_no_stall`; and, as fio does for
-/// iolog v3, none after an entry stamped 0); offsets are divided by
+/// iolog v3, none after an entry stamped 0); an iolog v2 `wait` keeps its
+/// time since the start, unscaled (skipped with `replay_no_stall`), as in
+/// fio; offsets are divided by
 /// `replay_scale`, then rounded down to `replay_align`. Every request must
 /// fit the drive.
 pub fn resolve_replay(
@@ -212,9 +214,11 @@ pub fn resolve_replay(
         let at = |msg: String| format!("{source}: request {}: {msg}", i + 1);
         let io = match item {
             Item::Wait { since_start_ns } => {
+                // fio takes a wait's time as it is: `replay_time_scale`
+                // scales the delays between timestamps only.
                 if !opts.no_stall {
                     entries.push(ReplayEntry {
-                        delay_ns: scale(*since_start_ns),
+                        delay_ns: *since_start_ns,
                         kind: ReplayKind::Wait,
                         offset: 0,
                         len: 0,

@@ -35,6 +35,8 @@ pub(super) struct JobState {
     pub deadline_ns: u64,
     pub issued_bytes: u64,
     pub issued_ios: u64,
+    /// Replayed flushes completed after the ramp.
+    pub sync_ios: u64,
     pub think_count: u64,
     /// Time of the last issue and how many I/Os were issued at that very
     /// time: a time-based job on a drive that takes no time would never end.
@@ -133,6 +135,7 @@ impl JobState {
             deadline_ns: u64::MAX,
             issued_bytes: 0,
             issued_ios: 0,
+            sync_ios: 0,
             think_count: 0,
             last_issue_ns: u64::MAX,
             same_time_issues: 0,

@@ -706,6 +706,23 @@ fn replay_delays_follow_fios_rules() {
     let r = resolve_replay("t", f, &t, &scaled, 1 << 30).unwrap();
     let o: Vec<u64> = r.entries.iter().map(|e| e.offset).collect();
     assert_eq!(o, vec![0, 0, 0, 4096], "offset / 3, rounded down to 4 KiB");
+    // iolog v2's waits: time since the start, not scaled (fio's
+    // replay_time_scale applies to timestamps), skipped with no_stall.
+    let v2 = vssd_trace::iolog::read(
+        std::io::Cursor::new(
+            "fio version 2 iolog\nf write 0 4096\nf wait 20 0\nf write 4096 4096\n",
+        ),
+        "t",
+    )
+    .unwrap();
+    let fmt = vssd_trace::Format::IologV2;
+    for o in [&opts, &fast] {
+        let r = resolve_replay("t", fmt, &v2, o, 1 << 30).unwrap();
+        assert_eq!(r.entries[1].kind, ReplayKind::Wait);
+        assert_eq!(r.entries[1].delay_ns, 20_000_000);
+    }
+    let r = resolve_replay("t", fmt, &v2, &nostall, 1 << 30).unwrap();
+    assert!(r.entries.iter().all(|e| e.kind != ReplayKind::Wait));
     let skip = crate::jobfile::ReplayOptions {
         skip: 1 << Dir::Write as u8,
         ..Default::default()

@@ -218,8 +218,9 @@ impl JsonDir {
     }
 }
 
-/// fio's `sync` object: periodic syncs are refused and `end_fsync`'s flush
-/// is not counted (fio counts neither), so always empty.
+/// fio's `sync` object: a replay's flushes (an iolog's `sync` lines) are
+/// counted; periodic syncs are refused and `end_fsync`'s flush is not
+/// counted (fio counts neither). No latencies.
 #[derive(Serialize)]
 struct JsonSync {
     total_ios: u64,
@@ -301,7 +302,7 @@ impl<'a> JsonJob<'a> {
             write: JsonDir::new(j, Dir::Write, agg[1]),
             trim: JsonDir::new(j, Dir::Trim, agg[2]),
             sync: JsonSync {
-                total_ios: 0,
+                total_ios: j.sync_ios,
                 lat_ns: JsonLat::zero(),
             },
             job_runtime: j.job_runtime_ms,

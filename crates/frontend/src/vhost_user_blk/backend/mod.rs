@@ -336,6 +336,7 @@ impl BlkBackend {
                         break;
                     }
                 };
+                let received = dev.tracing().then(|| dev.now_ns());
                 let head = chain.head_index();
                 descs.clear();
                 descs.extend(chain.take(MAX_DESCS + 1).map(|d| Desc {
@@ -344,6 +345,7 @@ impl BlkBackend {
                     write_only: d.is_write_only(),
                 }));
                 let mut job = Job::parse(mem, head, &descs, lim);
+                job.received_ns = received;
                 if self.memory_faulted() {
                     // What was read came from a zero page: not a request.
                     break;

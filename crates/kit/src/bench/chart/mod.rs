@@ -131,6 +131,80 @@ pub fn throughput(r: &BenchResults) -> Option<Chart> {
     render("throughput.svg", title, &plot)
 }
 
+/// Several runs' throughput over time in one chart (`vssd bench compare
+/// --chart`): every phase with a series, one colour per run, labelled
+/// with the run's profile (and the phase when a run has several).
+pub fn runs_throughput(runs: &[&BenchResults]) -> Option<Chart> {
+    let mut lines = Vec::new();
+    for (i, r) in runs.iter().enumerate() {
+        let phases: Vec<&PhaseResult> = r
+            .phases
+            .iter()
+            .filter(|p| !series_lines(p).is_empty())
+            .collect();
+        for p in &phases {
+            for (dir, pts) in series_lines(p) {
+                let mut label = r.profile.clone();
+                if phases.len() > 1 {
+                    label = format!("{label}: {}", p.name);
+                }
+                if let Some(d) = dir {
+                    label = format!("{label} ({d})");
+                }
+                let mut l = Line::solid(label, colour(i), pts);
+                l.dashed = dir == Some("read");
+                lines.push(l);
+            }
+        }
+    }
+    let first = runs.first()?;
+    let same_scenario = runs.iter().all(|r| r.scenario == first.scenario);
+    let title = if same_scenario {
+        format!(
+            "{}: throughput over time, {} runs",
+            first.scenario,
+            runs.len()
+        )
+    } else {
+        format!("throughput over time, {} runs", runs.len())
+    };
+    let capacities: Vec<u64> = runs.iter().map(|r| r.capacity).collect();
+    let subtitle = if capacities.iter().all(|c| *c == capacities[0]) {
+        format!(
+            "{} · {}",
+            fmt_bytes(capacities[0]),
+            runs.iter()
+                .map(|r| r.profile.as_str())
+                .collect::<Vec<_>>()
+                .join(" · ")
+        )
+    } else {
+        runs.iter()
+            .map(|r| format!("{} {}", r.profile, fmt_bytes(r.capacity)))
+            .collect::<Vec<_>>()
+            .join(" · ")
+    };
+    let words: Vec<&str> = runs
+        .iter()
+        .map(|r| direction_word(r, Kind::Series))
+        .collect();
+    let y_word = if words.iter().all(|w| *w == words[0]) {
+        words[0]
+    } else {
+        "Throughput"
+    };
+    let plot = Plot {
+        title: title.clone(),
+        subtitle,
+        x_desc: "Time into the phase (s)".into(),
+        y_desc: format!("{y_word} (MB/s)"),
+        legend: lines.iter().map(Line::legend).collect(),
+        lines,
+        x_end: None,
+    };
+    render("runs-throughput.svg", title, &plot)
+}
+
 /// HD Tune-style throughput over disk position (`surface.svg`).
 pub fn surfaces(r: &BenchResults) -> Option<Chart> {
     let axis = PositionAxis::new(r.capacity);
@@ -641,6 +715,35 @@ mod tests {
     }
 
     use super::*;
+
+    /// Several runs in one chart: a line per run and phase with a
+    /// series, labelled with its profile (and phase, when a run has
+    /// several), one colour per run; no run with a series, no chart.
+    #[test]
+    fn runs_share_one_throughput_chart() {
+        let a = crate::bench::testdata::used_state();
+        let mut b = a.clone();
+        b.profile = "nvme-tlc".into();
+        let with_series = a
+            .phases
+            .iter()
+            .filter(|p| !series_lines(p).is_empty())
+            .count();
+        assert!(with_series > 1);
+        let c = runs_throughput(&[&a, &b]).unwrap();
+        assert_eq!(c.file_name, "runs-throughput.svg");
+        for r in [&a, &b] {
+            for p in a.phases.iter().filter(|p| !series_lines(p).is_empty()) {
+                let label = format!("{}: {}", r.profile, p.name);
+                assert!(c.svg.contains(&label), "{label}");
+            }
+        }
+        let mut none = a.clone();
+        for p in &mut none.phases {
+            p.series = None;
+        }
+        assert!(runs_throughput(&[&none]).is_none());
+    }
 
     #[test]
     fn a_line_under_an_identical_later_line_is_found() {

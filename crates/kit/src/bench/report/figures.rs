@@ -261,6 +261,7 @@ pub(crate) fn comparisons(r: &BenchResults) -> Vec<PhaseComparison> {
                     guest_bound: false,
                     after_guest_bound: false,
                     replayed: false,
+                    predicted: None,
                 });
             }
         }

@@ -487,6 +487,30 @@ fn key_values_fall_back_to_fio_json_and_surface_points() {
     assert_eq!(key_value(&fresh, "read_bw"), None);
 }
 
+/// A replayed comparison with the job files' prediction: the table gets
+/// the prediction and its difference, the replayed paragraph says what
+/// each tests.
+#[test]
+fn a_replayed_comparison_shows_the_prediction_beside_it() {
+    let mut r = testdata::trim_recovery();
+    for c in &mut r.comparison {
+        c.replayed = true;
+        c.predicted = Some(c.guest * 1.25);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    write_outputs(dir.path(), &r).unwrap();
+    let md = read(dir.path(), "report.md");
+    assert!(md.contains(
+        "| Phase | Metric | Guest | Simulator | Difference | Within tolerance | Predicted (job files) | Prediction's difference |"
+    ));
+    let row = md
+        .lines()
+        .find(|l| l.starts_with("| used | mean_bw |"))
+        .unwrap();
+    assert!(row.ends_with("| +25.0 % |"), "{row}");
+    assert!(md.contains("checks that the daemon delivered each completion when its model said"));
+}
+
 #[test]
 fn comparisons_computed_when_the_run_has_none() {
     let mut r = testdata::trim_recovery();
