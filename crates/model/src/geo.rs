@@ -35,6 +35,8 @@ pub(crate) struct Geo {
     pub(crate) cmd_ns: u64,
     pub(crate) cmd_read_ns: u64,
     pub(crate) cmd_write_ns: u64,
+    /// Read look-ahead in bytes (0: none).
+    pub(crate) read_ahead: u64,
     pub(crate) trim_ns_per_unit: u64,
     pub(crate) queue_depth: usize,
     pub(crate) buffer_units: u64,
@@ -179,6 +181,7 @@ impl Geo {
                 0 => p.host.command_overhead_ns,
                 v => v,
             },
+            read_ahead: p.host.read_ahead_bytes,
             trim_ns_per_unit: p.host.trim_ns_per_unit,
             queue_depth: p.host.queue_depth as usize,
             buffer_units: p.buffer.size.0 / g.mapping_unit.0,

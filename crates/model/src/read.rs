@@ -18,18 +18,29 @@ impl Ssd {
         let ub = self.geo.unit_bytes;
         let first = offset / ub;
         let last = (offset + len - 1) / ub;
+        // Read look-ahead: a read that continues the previous one (within
+        // the look-ahead) was begun in NAND when that one arrived; its data
+        // still crosses the link only after the command.
+        let issued = t;
+        let t = match self.look_ahead.take() {
+            Some((end, from)) if end == offset && len <= self.geo.read_ahead => from.min(t),
+            _ => t,
+        };
+        if self.geo.read_ahead > 0 {
+            self.look_ahead = Some((offset + len, issued));
+        }
         // Where the data is: the mapping entries first (a NAND read of
         // each translation page not cached, where only part of the map is).
         let t = self.map_lookup(t, first, last, false);
         let mut lpn = first;
-        let mut done = t;
+        let mut done = issued;
         while lpn <= last {
             // Group consecutive units stored in the same dpage into one NAND read.
             let (ready, n) = self.read_group(t, lpn, last);
             let lo = (lpn * ub).max(offset);
             let hi = ((lpn + n) * ub).min(offset + len);
             let dur = self.geo.link_ns(hi - lo);
-            done = done.max(self.timelines.link_transfer(ready, dur) + dur);
+            done = done.max(self.timelines.link_transfer(ready.max(issued), dur) + dur);
             lpn += n;
         }
         done

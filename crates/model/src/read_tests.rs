@@ -157,3 +157,61 @@ fn independent_plane_reads_are_refused_with_hybrid_mapping() {
         .to_string();
     assert!(e.contains("independent_plane_reads"), "{e}");
 }
+
+/// `sata-mlc-2011` at 1 GiB, filled, with `ahead` bytes of read look-ahead.
+fn look_ahead_drive(ahead: u64) -> (Ssd, u64) {
+    let p = Profile::load_with_capacity("sata-mlc-2011", Some(1 << 30)).unwrap();
+    let p = if ahead > 0 {
+        p.with_param("host.read_ahead_bytes", ahead as f64).unwrap()
+    } else {
+        p
+    };
+    filled(&p)
+}
+
+/// `n` reads of `bs` at QD 1 from `t`, each at `offset(i)`: the time they took.
+fn qd1_reads(ssd: &mut Ssd, t: u64, n: u64, bs: u64, offset: impl Fn(u64) -> u64) -> u64 {
+    let mut now = t;
+    for i in 0..n {
+        let r = Request {
+            op: Op::Read,
+            offset: offset(i),
+            len: bs,
+            payload: Payload::Unknown,
+        };
+        now = ssd.submit(now, &r).unwrap().done_ns;
+    }
+    now - t
+}
+
+#[test]
+fn look_ahead_speeds_up_sequential_reads_only() {
+    let (mut plain, t0) = look_ahead_drive(0);
+    let (mut ahead, t1) = look_ahead_drive(128 << 10);
+    let seq = |i: u64| i * 65536;
+    let (p, a) = (
+        qd1_reads(&mut plain, t0 + 1_000_000_000, 2000, 65536, seq),
+        qd1_reads(&mut ahead, t1 + 1_000_000_000, 2000, 65536, seq),
+    );
+    assert!(
+        (a as f64) < 0.9 * p as f64,
+        "sequential: {a} with look-ahead, {p} without"
+    );
+    // Never faster than the link can carry the data.
+    let link = ahead.geo.link_ns(65536) * 2000;
+    assert!(a >= link, "{a} < {link}");
+    // A read elsewhere is not helped.
+    let random = |i: u64| (i * 7919 % 16000) * 65536;
+    let (p, a) = (
+        qd1_reads(&mut plain, t0 + 10_000_000_000, 500, 65536, random),
+        qd1_reads(&mut ahead, t1 + 10_000_000_000, 500, 65536, random),
+    );
+    assert_eq!(p, a);
+    // Reads bigger than the look-ahead are not either.
+    let big = |i: u64| i * (256 << 10);
+    let (p, a) = (
+        qd1_reads(&mut plain, t0 + 20_000_000_000, 200, 256 << 10, big),
+        qd1_reads(&mut ahead, t1 + 20_000_000_000, 200, 256 << 10, big),
+    );
+    assert_eq!(p, a);
+}

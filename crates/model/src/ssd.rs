@@ -54,6 +54,9 @@ pub struct Ssd {
     /// Host units placed so far (each host write places one per mapping
     /// unit it covers), for [`Ssd::durability`]. Not saved.
     pub(super) host_units_placed: u64,
+    /// Read look-ahead: where the last read ended and when it was issued
+    /// (the next read starting there was begun in NAND then). Not saved.
+    pub(super) look_ahead: Option<(u64, u64)>,
     /// Set when the model found its state broken ([`ModelError::Internal`]):
     /// every later request is refused and the state is not saved.
     pub(super) damaged: Option<&'static str>,
@@ -79,6 +82,7 @@ impl Ssd {
             raw: Raw::default(),
             seed,
             host_units_placed: 0,
+            look_ahead: None,
             damaged: None,
             geo,
         }

@@ -85,48 +85,58 @@ impl Profile {
     /// A copy with the numeric field at `key` set to `value` (rounded for
     /// integer fields, to whole KiB for sizes), validated as any profile is.
     pub fn with_param(&self, key: &str, value: f64) -> Result<Profile, ProfileError> {
-        let bad = |allowed: &str| invalid(&self.name, key, value, allowed);
-        if !value.is_finite() {
-            return Err(bad("a finite number"));
-        }
-        let (section, field) = key
-            .split_once('.')
-            .filter(|(s, f)| !s.is_empty() && !f.is_empty() && !f.contains('.'))
-            .ok_or_else(|| bad("a dotted path section.field"))?;
-        let integer = |v: f64| {
-            if v < 0.0 || v > i64::MAX as f64 {
-                None
-            } else {
-                Some(toml::Value::Integer(v.round() as i64))
+        self.with_params(&[(key, value)])
+    }
+
+    /// A copy with every field of `changes` set ([`Profile::with_param`]),
+    /// validated once all are (so fields that must agree can change
+    /// together: dies and exported capacity).
+    pub fn with_params(&self, changes: &[(&str, f64)]) -> Result<Profile, ProfileError> {
+        let mut t = self.as_table()?;
+        for &(key, value) in changes {
+            let bad = |allowed: &str| invalid(&self.name, key, value, allowed);
+            if !value.is_finite() {
+                return Err(bad("a finite number"));
             }
-        };
-        let t = self.as_table()?;
-        let current = t.get(section).and_then(|s| s.get(field)).cloned();
-        let new = match current {
-            Some(toml::Value::Float(_)) => toml::Value::Float(value),
-            Some(toml::Value::Integer(_)) => {
-                integer(value).ok_or_else(|| bad("a non-negative integer"))?
-            }
-            // A size: whole KiB.
-            Some(toml::Value::String(s)) if crate::size::parse_size(&s).is_ok() => {
-                integer((value / 1024.0).round() * 1024.0).ok_or_else(|| bad("a size in bytes"))?
-            }
-            Some(_) => return Err(bad("a numeric field of the profile")),
-            // Not written (at its default): whichever number it takes.
-            None => {
-                let int = integer(value);
-                match int {
+            let (section, field) = key
+                .split_once('.')
+                .filter(|(s, f)| !s.is_empty() && !f.is_empty() && !f.contains('.'))
+                .ok_or_else(|| bad("a dotted path section.field"))?;
+            let integer = |v: f64| {
+                if v < 0.0 || v > i64::MAX as f64 {
+                    None
+                } else {
+                    Some(toml::Value::Integer(v.round() as i64))
+                }
+            };
+            let current = t.get(section).and_then(|s| s.get(field)).cloned();
+            let new = match current {
+                Some(toml::Value::Float(_)) => toml::Value::Float(value),
+                Some(toml::Value::Integer(_)) => {
+                    integer(value).ok_or_else(|| bad("a non-negative integer"))?
+                }
+                // A size: whole KiB.
+                Some(toml::Value::String(s)) if crate::size::parse_size(&s).is_ok() => {
+                    integer((value / 1024.0).round() * 1024.0)
+                        .ok_or_else(|| bad("a size in bytes"))?
+                }
+                Some(_) => return Err(bad("a numeric field of the profile")),
+                // Not written (at its default): whichever number it takes.
+                None => match integer(value) {
                     Some(i) if self.takes(section, field, i.clone()) => i,
                     _ if self.takes(section, field, toml::Value::Float(value)) => {
                         toml::Value::Float(value)
                     }
                     _ => return Err(bad("a numeric field of the profile")),
-                }
-            }
-        };
-        let t = self
-            .table_with(section, field, new)
-            .ok_or_else(|| bad("a field of a section"))?;
+                },
+            };
+            let s = t
+                .entry(section.to_string())
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            s.as_table_mut()
+                .ok_or_else(|| bad("a field of a section"))?
+                .insert(field.to_string(), new);
+        }
         let text = toml::to_string(&t).map_err(|e| ProfileError::Parse {
             origin: self.name.clone(),
             message: e.to_string(),

@@ -198,6 +198,12 @@ pub struct Host {
     /// write IOPS of many early controllers.
     #[serde(default, skip_serializing_if = "is_default")]
     pub write_command_ns: u64,
+    /// Read look-ahead, bytes (0 = none): when a read starts where the
+    /// previous one ended, the drive had already begun reading it from
+    /// NAND when that previous read arrived, up to this many bytes ahead
+    /// (ATA's read look-ahead, SET FEATURES 0xAA, on by default).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub read_ahead_bytes: u64,
 }
 
 /// Flash geometry.

@@ -126,6 +126,14 @@ impl Profile {
             100_000,
             "ns (100 µs)",
         )?;
+        int_range(
+            origin,
+            "host.read_ahead_bytes",
+            h.read_ahead_bytes,
+            0,
+            1 << 30,
+            "bytes (1 GiB)",
+        )?;
 
         // Geometry, each field on its own, then against each other.
         int_range(origin, "geometry.channels", g.channels as u64, 1, 64, "")?;

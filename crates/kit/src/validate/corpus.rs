@@ -145,8 +145,37 @@ pub struct Protocol {
     /// What had to be assumed.
     #[serde(default)]
     pub assumptions: Option<String>,
+    /// The source measured another capacity of the same drive (same
+    /// controller, NAND and firmware, another number of dies): the preset
+    /// runs this protocol with these fields changed.
+    #[serde(default)]
+    pub drive: Option<DriveChange>,
+    /// The source measured another drive (another controller or firmware):
+    /// why its figures are kept. They are judged and shown, but neither
+    /// fitted to nor counted among the preset's held-out figures.
+    #[serde(default)]
+    pub other_drive: Option<String>,
     /// The steps, in order, from a fresh drive.
     pub step: Vec<Step>,
+}
+
+/// How the measured drive differs from the preset's (`[protocol.drive]`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DriveChange {
+    /// What the measured drive is and where its differences come from.
+    pub why: String,
+    /// Profile fields by dotted path (`geometry.dies_per_channel`) and
+    /// their values on the measured drive.
+    pub set: std::collections::BTreeMap<String, f64>,
+}
+
+impl DriveChange {
+    /// `p` as the measured drive.
+    pub fn apply(&self, p: &vssd_profile::Profile) -> Result<vssd_profile::Profile, ValidateError> {
+        let changes: Vec<(&str, f64)> = self.set.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        Ok(p.with_params(&changes)?)
+    }
 }
 
 /// One step of a protocol.
@@ -414,6 +443,24 @@ impl CorpusFile {
                     p.id, p.source
                 )));
             }
+            if let Some(d) = &p.drive {
+                if p.other_drive.is_some() {
+                    return Err(err(format!(
+                        "protocol {:?}: drive (another capacity of this drive) and other_drive (another drive) exclude each other",
+                        p.id
+                    )));
+                }
+                if d.set.is_empty() || d.why.trim().is_empty() {
+                    return Err(err(format!(
+                        "protocol {:?}: drive needs `why` and at least one field in `set`",
+                        p.id
+                    )));
+                }
+                let base = vssd_profile::Profile::load(&self.preset)
+                    .map_err(|e| err(format!("protocol {:?}: {e}", p.id)))?;
+                d.apply(&base)
+                    .map_err(|e| err(format!("protocol {:?}: drive: {e}", p.id)))?;
+            }
             let mut names = BTreeSet::new();
             for s in &p.step {
                 if let Some(n) = s.name()
@@ -486,6 +533,11 @@ impl CorpusFile {
             }
         }
         Ok(())
+    }
+
+    /// The protocol named `id`.
+    pub fn protocol(&self, id: &str) -> Option<&Protocol> {
+        self.protocol.iter().find(|p| p.id == id)
     }
 
     /// The source of a protocol.

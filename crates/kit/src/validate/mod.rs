@@ -135,6 +135,9 @@ pub struct Judged {
     pub fold: Option<String>,
     /// A figure read off a curve's printed average.
     pub from_curve: bool,
+    /// Measured on another drive (another controller or firmware): shown,
+    /// but neither fitted to nor counted among the held-out figures.
+    pub other_drive: bool,
 }
 
 /// The statistics of a set of figures' errors.
@@ -209,6 +212,8 @@ pub struct PresetResult {
     pub held_out: Summary,
     /// Training figures (spec sheets and sources the preset was fitted to).
     pub training: Summary,
+    /// Figures measured on other drives (reported apart).
+    pub other_drives: Summary,
 }
 
 /// The whole run.
@@ -222,6 +227,8 @@ pub struct Report {
     pub overall_held_out: Summary,
     /// Training figures of every preset.
     pub overall_training: Summary,
+    /// Figures of other drives, every preset.
+    pub overall_other_drives: Summary,
 }
 
 /// Run the corpus files' protocols (in parallel, `jobs` at once) and judge
@@ -246,8 +253,8 @@ pub fn validate(
     struct Drive {
         file: usize,
         fold: Option<String>,
-        profile: Profile,
-        scale: f64,
+        /// At the preset's own capacity, the fold's values applied.
+        base: Profile,
     }
     let mut drives: Vec<Drive> = Vec::new();
     let mut notes: Vec<Vec<String>> = vec![Vec::new(); files.len()];
@@ -257,22 +264,11 @@ pub fn validate(
     let mut judged_by: Vec<BTreeMap<String, (usize, bool)>> = vec![BTreeMap::new(); files.len()];
     for (fi, f) in files.iter().enumerate() {
         let own = Profile::load(&f.preset)?;
-        let sized = |p: &Profile| -> Result<(Profile, f64), ValidateError> {
-            let q = match capacity {
-                Some(c) => p.with_capacity(c)?,
-                None => p.clone(),
-            };
-            let scale =
-                q.geometry.exported_capacity.0 as f64 / own.geometry.exported_capacity.0 as f64;
-            Ok((q, scale))
-        };
-        let (profile, scale) = sized(&own)?;
         let preset_drive = drives.len();
         drives.push(Drive {
             file: fi,
             fold: None,
-            profile,
-            scale,
+            base: own.clone(),
         });
         let record = fits.get(&own.name).filter(|_| !own.fit.is_empty());
         if !own.fit.is_empty() && record.is_none() {
@@ -297,12 +293,10 @@ pub fn validate(
                 None => (preset_drive, true),
                 Some(r) => match r.fold_for(&s.id) {
                     Some(fold) => {
-                        let (profile, scale) = sized(&r.apply(&own, &fold.fit)?)?;
                         drives.push(Drive {
                             file: fi,
                             fold: Some(s.id.clone()),
-                            profile,
-                            scale,
+                            base: r.apply(&own, &fold.fit)?,
                         });
                         (drives.len() - 1, true)
                     }
@@ -316,10 +310,8 @@ pub fn validate(
         }
     }
     // The protocols each drive runs: those of the sources it judges that
-    // some figure or curve uses.
-    let mut tasks = Vec::new();
-    let mut labels: Vec<&str> = Vec::new();
-    let mut task_of: BTreeMap<(usize, String), usize> = BTreeMap::new();
+    // some figure or curve uses, each on the drive its source measured.
+    let mut work: Vec<(usize, &corpus::Protocol)> = Vec::new();
     for (di, d) in drives.iter().enumerate() {
         let f = &files[d.file];
         for p in &f.protocol {
@@ -328,16 +320,27 @@ pub fn validate(
                     .iter()
                     .any(|c| c.protocol == p.id && c.published_mean.is_some());
             if used && judged_by[d.file].get(&p.source).map(|e| e.0) == Some(di) {
-                task_of.insert((di, p.id.clone()), tasks.len());
-                labels.push(&f.preset);
-                tasks.push(run::Task {
-                    profile: &d.profile,
-                    scale: d.scale,
-                    protocol: p,
-                    origin: format!("validation/{}.toml", f.preset),
-                });
+                work.push((di, p));
             }
         }
+    }
+    let sized: Vec<(Profile, f64)> = work
+        .iter()
+        .map(|&(di, p)| run::drive_for(&drives[di].base, p, capacity))
+        .collect::<Result<_, _>>()?;
+    let mut tasks = Vec::new();
+    let mut labels: Vec<&str> = Vec::new();
+    let mut task_of: BTreeMap<(usize, String), usize> = BTreeMap::new();
+    for (&(di, p), (profile, scale)) in work.iter().zip(&sized) {
+        let f = &files[drives[di].file];
+        task_of.insert((di, p.id.clone()), tasks.len());
+        labels.push(&f.preset);
+        tasks.push(run::Task {
+            profile,
+            scale: *scale,
+            protocol: p,
+            origin: format!("validation/{}.toml", f.preset),
+        });
     }
     let results = run::run_all(&tasks, seed, jobs, &|n, total| {
         progress(
@@ -358,6 +361,9 @@ pub fn validate(
                          published: f64,
                          from_curve: bool| {
             let src = f.source_of(protocol);
+            let other = f
+                .protocol(protocol)
+                .is_some_and(|p| p.other_drive.is_some());
             let (drive, held_out) = src
                 .and_then(|s| judged_by[fi].get(&s.id).copied())
                 .unwrap_or((usize::MAX, false));
@@ -381,9 +387,10 @@ pub fn validate(
                 published,
                 simulated,
                 error: simulated.map(|v| (v - published) / published),
-                held_out,
+                held_out: held_out && !other,
                 fold: drives.get(drive).and_then(|d| d.fold.clone()),
                 from_curve,
+                other_drive: other,
             });
         };
         for g in &f.figure {
@@ -411,7 +418,8 @@ pub fn validate(
             fitted: fitted[fi] && notes[fi].is_empty(),
             notes: std::mem::take(&mut notes[fi]),
             held_out: Summary::of(figures.iter().filter(|j| j.held_out)),
-            training: Summary::of(figures.iter().filter(|j| !j.held_out)),
+            training: Summary::of(figures.iter().filter(|j| !j.held_out && !j.other_drive)),
+            other_drives: Summary::of(figures.iter().filter(|j| j.other_drive)),
             figures,
         });
     }
@@ -419,7 +427,8 @@ pub fn validate(
     Ok(Report {
         capacity,
         overall_held_out: Summary::of(all().filter(|j| j.held_out)),
-        overall_training: Summary::of(all().filter(|j| !j.held_out)),
+        overall_training: Summary::of(all().filter(|j| !j.held_out && !j.other_drive)),
+        overall_other_drives: Summary::of(all().filter(|j| j.other_drive)),
         presets,
     })
 }
@@ -486,7 +495,13 @@ pub fn text(r: &Report) -> String {
                 j.simulated.map_or_else(|| "—".into(), num),
                 j.error
                     .map_or_else(|| "—".into(), |e| format!("{:+.0} %", e * 100.0)),
-                if j.held_out { "yes" } else { "no (trained)" }
+                if j.other_drive {
+                    "no (other drive)"
+                } else if j.held_out {
+                    "yes"
+                } else {
+                    "no (trained)"
+                }
             );
         }
         let h = &p.held_out;
@@ -678,6 +693,7 @@ mod tests {
             held_out: true,
             fold: None,
             from_curve: false,
+            other_drive: false,
         };
         let figs: Vec<Judged> = [0.05, -0.10, 0.30, 0.02, -0.50]
             .into_iter()

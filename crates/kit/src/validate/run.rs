@@ -173,7 +173,13 @@ pub fn run_protocol(
                     out.insert(
                         n.clone(),
                         StepResult {
-                            jobs: r.jobs,
+                            // As fio reports them: a group_reporting
+                            // group's instances merged into one.
+                            jobs: r
+                                .reported_jobs()
+                                .into_iter()
+                                .map(std::borrow::Cow::into_owned)
+                                .collect(),
                             before,
                             after: sim.ssd().counters(),
                         },
@@ -183,6 +189,33 @@ pub fn run_protocol(
         }
     }
     Ok(out)
+}
+
+/// The drive protocol `p` runs on: `base` (a preset at its own
+/// capacity, fitted values applied) as the source's drive was (`p.drive`),
+/// at `capacity` if given; and that capacity over the source's drive's
+/// (the scale of its spans and durations).
+pub fn drive_for(
+    base: &Profile,
+    p: &Protocol,
+    capacity: Option<u64>,
+) -> Result<(Profile, f64), ValidateError> {
+    let measured = match &p.drive {
+        Some(d) => d.apply(base)?,
+        None => base.clone(),
+    };
+    // A capacity asked for that this drive does not scale down to (more
+    // dies than the preset) is raised to the smallest one it does.
+    let q = match capacity {
+        Some(c) if c != measured.geometry.exported_capacity.0 => {
+            let c = c.max(measured.min_capacity().unwrap_or(c));
+            measured.with_capacity(c)?
+        }
+        _ => measured.clone(),
+    };
+    let scale =
+        q.geometry.exported_capacity.0 as f64 / measured.geometry.exported_capacity.0 as f64;
+    Ok((q, scale))
 }
 
 /// One protocol to run on one drive.
