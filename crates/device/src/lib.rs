@@ -589,6 +589,14 @@ impl Device {
         if let Some(until) = self.faults.stall_until(model_now) {
             m.ssd.hold_until(until);
         }
+        if self.track && !m.power.records.is_empty() {
+            // What the drive programmed while idle (its buffer, open
+            // dpages) is durable from then: settle before this request's
+            // programs move the model's "programmed by" time later.
+            m.ssd.catch_up(model_now);
+            let d = m.ssd.durability();
+            m.power.settle(d);
+        }
         m.last_ns = model_now;
         m.seq += 1;
         p.submitted(model_now - m.offset_ns, m.seq);
@@ -1738,6 +1746,10 @@ impl Device {
         let now = self.model_clock(self.now_ns()) + m.offset_ns;
         m.ssd.catch_up(now.saturating_add(ns));
         m.offset_ns = m.offset_ns.saturating_add(ns);
+        if self.track {
+            let d = m.ssd.durability();
+            m.power.settle(d);
+        }
         Ok(())
     }
 

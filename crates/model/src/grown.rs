@@ -106,26 +106,35 @@ impl Ssd {
     /// unit is, not from the counters [`Ssd::durability`] uses, so a test
     /// can check one against the other.
     pub fn unit_programmed(&self, offset: u64) -> Option<bool> {
-        let e = self.mapping.entry(offset / self.geo.unit_bytes);
-        if e == 0 {
-            return None;
-        }
+        self.unit_ppn(offset)
+            .map(|ppn| !self.ppn_in_open_dpage(ppn))
+    }
+
+    /// The physical unit holding the data of the unit at byte `offset`
+    /// (`None`: unmapped).
+    pub fn unit_ppn(&self, offset: u64) -> Option<u64> {
+        self.mapping
+            .entry(offset / self.geo.unit_bytes)
+            .checked_sub(1)
+    }
+
+    /// Whether physical unit `ppn` lies in a dpage a write point is still
+    /// filling (its data waits in the write buffer, not programmed).
+    pub fn ppn_in_open_dpage(&self, ppn: u64) -> bool {
         if self.scheme.is_hybrid() {
             // Hybrid mapping programs partly filled dpages at the end of
             // each request.
-            return Some(true);
+            return false;
         }
-        let ppn = e - 1;
         let b = self.geo.block_of_ppn(ppn);
         let die = self.geo.die_of_block(b) as usize;
-        let open = [Stream::Host, Stream::Gc].iter().any(|&s| {
+        [Stream::Host, Stream::Gc].iter().any(|&s| {
             let wp = self.blocks.wp(s, die);
             wp.block() == b
                 && wp.slot() > 0
                 && self.geo.dpage_of_ppn(ppn)
                     == self.geo.dpage_of_ppn(self.geo.ppn(b, wp.page(), 0))
-        });
-        Some(!open)
+        })
     }
 
     /// Retire block `b` as a grown bad block at model time `now_ns`: a free
