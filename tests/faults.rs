@@ -985,3 +985,135 @@ fn vhost_user_power_cut_closes_the_connection_and_loses_exactly_what_ctl_says() 
         serve.stop_ok();
     }
 }
+
+/// The state file keeps what wear and faults did to the NAND: a worn-out
+/// Intel drive restarted from its state is read-only again (within the
+/// daemon's once-a-second check), and grown bad blocks stay retired.
+#[test]
+fn a_worn_drive_restarted_from_its_state_is_read_only_again() {
+    let dir = scratch_dir();
+    let state = dir.path().join("state");
+    let sock = dir.path().join("nbd.sock");
+    let args = [
+        "--profile",
+        "intel-320-120",
+        "--capacity",
+        "64M",
+        "--state-dir",
+        state.to_str().unwrap(),
+        "--nbd",
+        &format!("unix:{}", sock.display()),
+    ];
+    let serve = Serve::start_with(dir.path(), &args, false);
+    nbdsh(&sock, "h.pwrite(b'\\x44' * 65536, 0)\nh.flush()");
+    let retired = ctl_json(
+        &serve.control,
+        &["fault", "add", "bad-block", "--count", "3"],
+    );
+    assert_eq!(retired["fault"]["hits"], 3, "{retired}");
+    ctl_json(&serve.control, &["precondition", "--wear", "100"]);
+    assert_eq!(ctl_json(&serve.control, &["faults"])["read_only"], true);
+    serve.stop_ok();
+    // Restarted from the saved state: no precondition, no fault.
+    let serve = Serve::start_with(dir.path(), &args, false);
+    let t0 = std::time::Instant::now();
+    while ctl_json(&serve.control, &["faults"])["read_only"] != true {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "not read-only again"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = nbdsh(
+        &sock,
+        &format!(
+            "{PROBES}print('W', wprobe(65536, 4096, 0x55))\nprint('R', sorted(set(h.pread(65536, 0))))\n"
+        ),
+    );
+    assert_eq!(line(&out, "W "), "EIO", "writes fail");
+    assert_eq!(line(&out, "R "), "[68]", "the data reads back");
+    let stats = serve.stats();
+    assert_eq!(
+        stats["counters"]["grown_bad_blocks"], 3,
+        "{}",
+        stats["counters"]
+    );
+    let smart = ctl_json(&serve.control, &["smart"]);
+    let a5 = smart["attributes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["id"] == 5)
+        .unwrap();
+    assert_eq!(a5["raw"], 3, "{smart}");
+    serve.stop_ok();
+}
+
+/// Wear-driven media errors through NBD: on a worn-out drive whose data
+/// is a year old, `fault add media-wear` (accelerated) fails some reads
+/// with EIO and not others; SMART's Reported_Uncorrect counts them; a
+/// throttle shows in `ctl faults`.
+#[test]
+fn nbd_media_wear_fails_some_worn_reads_with_eio() {
+    let dir = scratch_dir();
+    let sock = dir.path().join("nbd.sock");
+    let serve = Serve::start_with(
+        dir.path(),
+        &[
+            "--profile",
+            "crucial-m4-128",
+            "--capacity",
+            "64M",
+            "--memory",
+            "--nbd",
+            &format!("unix:{}", sock.display()),
+        ],
+        false,
+    );
+    nbdsh(&sock, "h.pwrite(b'\\x66' * 4194304, 0)\nh.flush()");
+    ctl_json(&serve.control, &["precondition", "--wear", "100"]);
+    ctl_json(
+        &serve.control,
+        &[
+            "fault",
+            "add",
+            "media-wear",
+            "--acceleration",
+            "60",
+            "--retention-days",
+            "365",
+        ],
+    );
+    let out = nbdsh(
+        &sock,
+        &format!(
+            "{PROBES}r = [probe(u * 4096, 4096) for u in range(1024)]\nprint('EIO', r.count('EIO'), 'OK', r.count('OK'))\n"
+        ),
+    );
+    let counts: Vec<u64> = line(&out, "EIO ")
+        .split(' ')
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    assert!(counts[0] > 0 && counts[1] > 0, "{out}");
+    assert_eq!(counts[0] + counts[1], 1024, "{out}");
+    let list = ctl_json(&serve.control, &["faults"]);
+    assert_eq!(list["counters"]["uncorrectable_reads"], counts[0], "{list}");
+    let smart = ctl_json(&serve.control, &["smart"]);
+    let a187 = smart["attributes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["id"] == 187)
+        .unwrap();
+    assert_eq!(a187["raw"], counts[0], "{smart}");
+    ctl_json(
+        &serve.control,
+        &["fault", "add", "throttle", "--mb-s", "900"],
+    );
+    let text = String::from_utf8(ctl(&serve.control, &["faults"]).stdout).unwrap();
+    assert!(
+        text.contains("throttle") && text.contains("900 MB/s") && text.contains("media-wear"),
+        "{text}"
+    );
+    serve.stop_ok();
+}
