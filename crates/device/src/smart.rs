@@ -417,6 +417,8 @@ pub fn report_with(profile: &Profile, c: &Counters, e: &Errors) -> SmartReport {
             });
         }
     }
+    // In ID order, as smartctl lists them.
+    b.0.sort_by_key(|a| a.id);
     SmartReport {
         identity,
         set,
