@@ -621,14 +621,16 @@ impl Device {
                 }
             }
         }
-        after(&mut m, (model_now, done));
-        self.media_erases(&mut m);
+        // A throttle delays the completion the host sees (and the audit's
+        // acknowledgement time with it).
         if let Some(t) = self
             .faults
             .throttle(model_now, done, throttled_bytes(op, ranges))
         {
             done = t;
         }
+        after(&mut m, (model_now, done));
+        self.media_erases(&mut m);
         if self.track {
             let d = m.ssd.durability();
             m.power.settle(d);
@@ -1719,8 +1721,11 @@ impl Device {
         self.store.erase_all().map_err(DeviceError::Io)?;
         m.ssd.secure_erase();
         // Nothing written before is there to lose (and the model counts
-        // placed units from zero again).
+        // placed units from zero again); no unit is unreadable any more,
+        // and the erase of every block is no wear-out failure.
         m.power.clear();
+        m.uncorrectable.clear();
+        m.erases_seen = m.ssd.erases();
         self.ftl_describes_data.store(true, Relaxed);
         self.stats.reset();
         self.samples
