@@ -337,7 +337,7 @@ fn encode_report(dev: &Device, r: &StatsReport, e: &mut Enc<'_, '_>) -> std::fmt
     let f = &r.faults;
     e.gauge(
         "vssd_read_only",
-        "1 once the drive is worn out and read-only ([wear] end_of_life)",
+        "1 once the drive is read-only: worn out ([wear] end_of_life) or out of spare blocks",
         if f.read_only { 1.0 } else { 0.0 },
     )?;
     e.gauge(
@@ -376,6 +376,26 @@ fn encode_report(dev: &Device, r: &StatsReport, e: &mut Enc<'_, '_>) -> std::fmt
         "vssd_fault_stall_wait_seconds",
         "Drive time commands waited for injected stalls, in all",
         secs(f.counters.stall_wait_ns),
+    )?;
+    e.counter(
+        "vssd_fault_throttled_commands",
+        "Commands an injected throttle slowed",
+        f.counters.throttled_commands,
+    )?;
+    e.counter_f(
+        "vssd_fault_throttle_delay_seconds",
+        "Drive time injected throttles added to commands' latency, in all",
+        secs(f.counters.throttle_delay_ns),
+    )?;
+    e.counter(
+        "vssd_uncorrectable_reads",
+        "Reads failed by the media-wear model (or at a unit it left uncorrectable)",
+        f.counters.uncorrectable_reads,
+    )?;
+    e.gauge(
+        "vssd_grown_bad_blocks",
+        "Blocks retired in service (grown bad blocks)",
+        r.counters.grown_bad_blocks as f64,
     )?;
 
     let k = &r.counters;

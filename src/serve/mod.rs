@@ -384,6 +384,7 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
     }
     server::spawn(ctl_listener, device.clone()).map_err(ServeError::Setup)?;
     spawn_sampler(&device).map_err(ServeError::Setup)?;
+    Device::spawn_power_timer(&device).map_err(ServeError::Setup)?;
     let nbd =
         NbdServer::new(args.timing(device.profile())).with_buffer_limit(args.nbd_buffer_limit);
     for (addr, l) in nbd_listeners {
@@ -456,8 +457,8 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
             .map_err(ServeError::Setup)?;
     }
 
-    let result = match vhost_listener.as_mut() {
-        Some(l) => {
+    let result = match &args.socket {
+        Some(socket) => {
             let fe = device.register_frontend(
                 "vhost-user-blk",
                 args.socket
@@ -470,7 +471,21 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
                     format!("{} queues", args.queues)
                 },
             );
-            vhost::serve_loop(&args, &device, &fe, l, &wake, &stopping, &current)
+            let rebind = || {
+                bind_socket(socket, socket_mode, gid, |p| {
+                    Listener::new(p, false).map_err(|e| io::Error::other(e.to_string()))
+                })
+            };
+            vhost::serve_loop(
+                &args,
+                &device,
+                &fe,
+                &mut vhost_listener,
+                &rebind,
+                &wake,
+                &stopping,
+                &current,
+            )
         }
         None => {
             // NBD only: its threads serve; wait for the signal.
@@ -508,6 +523,12 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         if let NbdAddr::Unix(p) = a {
             let _ = std::fs::remove_file(p);
         }
+    }
+    if vhost_listener.is_none()
+        && let Some(s) = &args.socket
+    {
+        // Closed by a power cut: the socket file stays behind.
+        let _ = std::fs::remove_file(s);
     }
     drop(vhost_listener); // removes the vhost-user socket
     result?;

@@ -1,6 +1,13 @@
 //! The vhost-user-blk listener: one QEMU at a time, forever.
 //! `VhostUserDaemon` is single-use, so a fresh backend is built per
-//! connection while the drive lives on.
+//! connection while the drive lives on. A power cut (`ctl power-cut`)
+//! closes the connection at once, without delivering the completions
+//! still due (a drive without power completes nothing), and nobody listens
+//! on the socket until power-on: a frontend's connect() is refused, as
+//! when the daemon is down. QEMU started with `reconnect=N` retries every
+//! N seconds and gets its device back at power-on. (A connection accepted
+//! and closed at once would not do: QEMU 7.2 takes that for a protocol
+//! error and stops reconnecting.)
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -10,7 +17,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use ::vhost::vhost_user::Listener;
-use log::{info, warn};
+use log::{debug, info, warn};
 use vhost_user_backend::{ShutdownHandle, VhostUserDaemon};
 use vm_memory::{GuestMemoryAtomic, GuestMemoryMmap};
 use vmm_sys_util::epoll::EventSet;
@@ -52,23 +59,19 @@ pub fn poll_one(fd: i32) -> io::Result<()> {
     Ok(())
 }
 
-/// Wait until `a` or `b` is readable.
-pub fn poll_two(a: i32, b: i32) -> io::Result<()> {
-    let mut fds = [
-        libc::pollfd {
-            fd: a,
+/// Wait until one of `fds` is readable.
+pub fn poll_any(fds: &[i32]) -> io::Result<()> {
+    let mut fds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
             events: libc::POLLIN,
             revents: 0,
-        },
-        libc::pollfd {
-            fd: b,
-            events: libc::POLLIN,
-            revents: 0,
-        },
-    ];
+        })
+        .collect();
     loop {
-        // SAFETY: `fds` is a valid array of two pollfd structures.
-        let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+        // SAFETY: `fds` is a valid array of `fds.len()` pollfd structures.
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
         if r >= 0 {
             return Ok(());
         }
@@ -79,20 +82,71 @@ pub fn poll_two(a: i32, b: i32) -> io::Result<()> {
     }
 }
 
+/// Close the connection now: a power cut. Its pending completions are
+/// not delivered (they are counted as abandoned when the backend resets).
+fn cut_connection(conn: &Conn) {
+    if let Some(h) = &conn.handle {
+        h.shutdown();
+    }
+}
+
+/// Serve vhost-user frontends on `listener` until `stopping`. While the
+/// drive's power is off the listener is closed (`None`); `rebind` makes a
+/// new one at power-on.
+#[allow(clippy::too_many_arguments)]
 pub fn serve_loop(
     args: &ServeArgs,
     device: &Arc<Device>,
     frontend: &Frontend,
-    listener: &mut Listener,
+    listener: &mut Option<Listener>,
+    rebind: &dyn Fn() -> Result<Listener, ServeError>,
     wake: &EventFd,
     stopping: &AtomicBool,
-    current: &Mutex<Option<Conn>>,
+    current: &Arc<Mutex<Option<Conn>>>,
 ) -> Result<(), ServeError> {
     let vhost = |e: &dyn std::fmt::Display| ServeError::Vhost(e.to_string());
+    // Wakes this loop when the power goes.
+    let power_evt = EventFd::new(vmm_sys_util::eventfd::EFD_NONBLOCK).map_err(ServeError::Setup)?;
+    // A power cut closes the connection, as a real one does.
+    {
+        let current = current.clone();
+        let evt = power_evt.try_clone().map_err(ServeError::Setup)?;
+        device.on_power_cut(move || {
+            if let Some(c) = current.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+                info!("power cut: closing the vhost-user connection");
+                cut_connection(c);
+            }
+            let _ = evt.write(1);
+        });
+    }
     loop {
-        poll_two(listener.as_raw_fd(), wake.as_raw_fd()).map_err(ServeError::Setup)?;
+        if !device.powered() {
+            if listener.take().is_some() {
+                info!("power off: nobody listens on the vhost-user socket until power-on");
+            }
+            while !device.powered() && !stopping.load(Ordering::SeqCst) {
+                thread::sleep(Duration::from_millis(20));
+            }
+            if stopping.load(Ordering::SeqCst) {
+                return Ok(());
+            }
+            continue;
+        }
+        if listener.is_none() {
+            *listener = Some(rebind()?);
+            info!("power on: listening on the vhost-user socket again");
+        }
+        let Some(l) = listener.as_mut() else {
+            continue;
+        };
+        poll_any(&[l.as_raw_fd(), wake.as_raw_fd(), power_evt.as_raw_fd()])
+            .map_err(ServeError::Setup)?;
+        let _ = power_evt.read();
         if stopping.load(Ordering::SeqCst) {
             return Ok(());
+        }
+        if !device.powered() {
+            continue;
         }
         let backend = BlkBackend::new(
             device.clone(),
@@ -109,10 +163,19 @@ pub fn serve_loop(
             h.register_listener(backend.timer_fd(i), EventSet::IN, backend.timer_event_id())
                 .map_err(ServeError::Setup)?;
         }
-        if let Err(e) = daemon.start(listener) {
+        if let Err(e) = daemon.start(l) {
             warn!("accepting a frontend failed: {e}");
             // Do not spin if accept keeps failing (e.g. out of file descriptors).
             thread::sleep(Duration::from_millis(100));
+            continue;
+        }
+        if !device.powered() {
+            // The power went as it connected: no device.
+            debug!("the drive's power went as a frontend connected; closing it");
+            daemon.request_shutdown();
+            let _ = daemon.wait();
+            backend.reset_pending();
+            drop(daemon);
             continue;
         }
         backend.client_arrived();
@@ -124,6 +187,10 @@ pub fn serve_loop(
             };
             if stopping.load(Ordering::SeqCst) {
                 stop_connection(&conn);
+            }
+            // The power may have gone between the check above and here.
+            if !device.powered() {
+                cut_connection(&conn);
             }
             *cur = Some(conn);
         }

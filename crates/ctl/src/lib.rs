@@ -174,27 +174,46 @@ pub enum CtlCmd {
         #[arg(long)]
         json: bool,
     },
-    /// Inject faults (media errors at LBA ranges, stalls), list and clear
+    /// Inject faults (media errors at LBA ranges, wear-driven media
+    /// errors and grown bad blocks, stalls, throttling), list and clear
     /// them; `fault list` also shows what the latest power cut lost.
     Fault {
         /// What to do.
         #[command(subcommand)]
         cmd: FaultCmd,
     },
+    /// The injected faults, what they did, the power state and which LBA
+    /// ranges the latest power cut lost (the same as `fault list`).
+    Faults {
+        /// Only the writes the latest power cut lost, one per line.
+        #[arg(long)]
+        lost: bool,
+        /// Print the reply as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Cut the drive's power: writes acknowledged but not yet durable are
-    /// lost (unless the preset has power-loss protection), every
-    /// connection is closed, and no request is taken until `power-on`.
-    /// Without an option the power goes now.
+    /// lost (unless the preset has power-loss protection), every NBD and
+    /// vhost-user connection is closed, new ones are closed at once, and
+    /// no request is taken until `power-on` (or --restart-after). Without
+    /// a timing option the power goes now.
     PowerCut {
         /// The power goes as the Nth write from now arrives.
-        #[arg(long, value_name = "N", conflicts_with_all = ["after_ms", "random"])]
+        #[arg(long, value_name = "N", conflicts_with_all = ["after_ms", "at", "random"])]
         after_writes: Option<u64>,
         /// The power goes T ms of drive time from now.
-        #[arg(long, value_name = "T", conflicts_with = "random")]
+        #[arg(long, value_name = "T", conflicts_with_all = ["at", "random"])]
         after_ms: Option<u64>,
+        /// The power goes at drive time SECONDS (the drive's clock, as
+        /// `ctl fault list` shows it: "drive time").
+        #[arg(long, value_name = "SECONDS", conflicts_with = "random")]
+        at: Option<f64>,
         /// The power goes after a number of writes (1 to 1000) picked from SEED.
         #[arg(long, value_name = "SEED")]
         random: Option<u64>,
+        /// Power on again by itself SECONDS of drive time after the cut.
+        #[arg(long, value_name = "SECONDS")]
+        restart_after: Option<f64>,
         /// Print the reply as JSON.
         #[arg(long)]
         json: bool,
@@ -275,6 +294,41 @@ pub enum FaultAdd {
         #[arg(long, value_name = "MS")]
         after_ms: Option<u64>,
     },
+    /// Thermal throttling: reads and writes move at most --mb-s MB/s of
+    /// drive time, from --after-ms on (default now), for --for-ms (default:
+    /// until cleared).
+    Throttle {
+        /// The cap, MB/s (10^6 bytes/s; 1 to 100000).
+        #[arg(long = "mb-s", value_name = "MB_S")]
+        mb_s: u64,
+        /// Start this long from now, ms.
+        #[arg(long, value_name = "MS")]
+        after_ms: Option<u64>,
+        /// Last this long, ms.
+        #[arg(long, value_name = "MS")]
+        for_ms: Option<u64>,
+    },
+    /// Grown bad blocks: COUNT blocks fail now; their valid data is moved
+    /// out, they leave service (the spare shrinks), SMART counts them.
+    BadBlock {
+        /// Blocks to retire (1 to 4096).
+        #[arg(long, default_value_t = 1)]
+        count: u32,
+    },
+    /// The NAND's wear models: uncorrectable reads at the rate its raw
+    /// bit-error model gives for each block's wear and data age, and blocks
+    /// failing their erase at a rate rising with wear; both --acceleration
+    /// times as often (see docs/faults.md).
+    MediaWear {
+        /// Rate multiplier (1: as the models give; a fresh drive then
+        /// practically never fails).
+        #[arg(long, default_value_t = 1.0)]
+        acceleration: f64,
+        /// Days added to every block's data age (as if the drive had sat
+        /// unpowered that long).
+        #[arg(long, default_value_t = 0.0)]
+        retention_days: f64,
+    },
 }
 
 impl FaultAdd {
@@ -290,6 +344,23 @@ impl FaultAdd {
                 ms,
                 every_ms,
                 after_ms,
+            },
+            FaultAdd::Throttle {
+                mb_s,
+                after_ms,
+                for_ms,
+            } => FaultSpec::Throttle {
+                mb_s,
+                after_ms,
+                for_ms,
+            },
+            FaultAdd::BadBlock { count } => FaultSpec::BadBlock { count },
+            FaultAdd::MediaWear {
+                acceleration,
+                retention_days,
+            } => FaultSpec::MediaWear {
+                acceleration,
+                retention_days,
             },
         }
     }
@@ -559,6 +630,17 @@ pub enum TraceCmd {
     },
 }
 
+/// Seconds given to `name`: a finite number from 0 to a day (86400).
+fn check_seconds(name: &str, v: f64) -> Result<(), CtlError> {
+    if v.is_finite() && (0.0..=86_400.0).contains(&v) {
+        Ok(())
+    } else {
+        Err(CtlError::Usage(format!(
+            "{name} {v}: seconds from 0 to 86400 (e.g. 2.5)"
+        )))
+    }
+}
+
 fn parse_size_arg(s: &str) -> Result<u64, String> {
     vssd_profile::size::parse_size(s).map_err(|e| e.to_string())
 }
@@ -566,6 +648,17 @@ fn parse_size_arg(s: &str) -> Result<u64, String> {
 fn fault(client: &mut Client, cmd: FaultCmd) -> Result<(), CtlError> {
     match cmd {
         FaultCmd::Add { fault, json } => {
+            // Checked here too: JSON has no NaN or infinity to send.
+            if let FaultAdd::MediaWear {
+                acceleration,
+                retention_days,
+            } = fault
+                && !(acceleration.is_finite() && retention_days.is_finite())
+            {
+                return Err(CtlError::Usage(format!(
+                    "media-wear: --acceleration {acceleration} must be from 1 to 1e12 and --retention-days {retention_days} from 0 to 36500"
+                )));
+            }
             let r: FaultAddResult = client.call_typed(
                 &CtlRequest::FaultAdd {
                     fault: fault.spec(),
@@ -664,20 +757,35 @@ pub fn run(args: CtlArgs) -> Result<(), CtlError> {
             }
         }
         CtlCmd::Fault { cmd } => fault(&mut client, cmd)?,
+        CtlCmd::Faults { lost, json } => fault(&mut client, FaultCmd::List { lost, json })?,
         CtlCmd::PowerCut {
             after_writes,
             after_ms,
+            at,
             random,
+            restart_after,
             json,
         } => {
-            let trigger = match (after_writes, after_ms, random) {
-                (Some(writes), _, _) => CutTrigger::AfterWrites { writes },
-                (_, Some(ms), _) => CutTrigger::AfterMs { ms },
-                (_, _, Some(seed)) => CutTrigger::Random { seed },
+            for (name, v) in [("--at", at), ("--restart-after", restart_after)] {
+                if let Some(v) = v {
+                    check_seconds(name, v)?;
+                }
+            }
+            let ms = |s: f64| (s * 1000.0).round() as u64;
+            let trigger = match (after_writes, after_ms, at, random) {
+                (Some(writes), ..) => CutTrigger::AfterWrites { writes },
+                (_, Some(ms), ..) => CutTrigger::AfterMs { ms },
+                (_, _, Some(s), _) => CutTrigger::At { ms: ms(s) },
+                (.., Some(seed)) => CutTrigger::Random { seed },
                 _ => CutTrigger::Now,
             };
-            let r: PowerCutResult =
-                client.call_typed(&CtlRequest::PowerCut { trigger }, &mut |_| {})?;
+            let r: PowerCutResult = client.call_typed(
+                &CtlRequest::PowerCut {
+                    trigger,
+                    restart_after_ms: restart_after.map(ms),
+                },
+                &mut |_| {},
+            )?;
             if json {
                 print_json(&r)?;
             } else {

@@ -15,7 +15,9 @@
 //! `{"cmd":"fault-list"}`, `{"cmd":"fault-clear","id":3}` (without `id`: all).
 //! Power: `{"cmd":"power-cut","trigger":{"when":"now"}}` (or
 //! `{"when":"after-writes","writes":N}`, `{"when":"after-ms","ms":T}`,
-//! `{"when":"random","seed":S}`), `{"cmd":"power-on"}`.
+//! `{"when":"at","ms":T}` (absolute drive time), `{"when":"random","seed":S}`),
+//! optionally with `"restart_after_ms":R` (automatic power-on R ms of drive
+//! time after the cut), `{"cmd":"power-on"}`.
 //!
 //! The result types ([`StatsReport`], [`EraseResult`], [`PreconditionResult`])
 //! are shared by the daemon, which builds them, and the client, which reads
@@ -96,6 +98,10 @@ pub enum CtlRequest {
         /// When.
         #[serde(default = "cut_now")]
         trigger: CutTrigger,
+        /// Power on again by itself this long after the cut (ms of drive
+        /// time); without it the power stays off until `power-on`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        restart_after_ms: Option<u64>,
     },
     /// Power the drive back on after a cut.
     PowerOn,
@@ -108,7 +114,7 @@ pub enum CtlRequest {
 }
 
 /// Result of `fault-add`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FaultAddResult {
     /// The fault as registered (with its id).
     pub fault: FaultInfo,

@@ -99,7 +99,10 @@ pub fn handle_line(
             Err(e) => CtlReply::err(e.to_string()),
         },
         CtlRequest::FaultList => CtlReply::ok(&device.faults()),
-        CtlRequest::PowerCut { trigger } => match device.power_cut(trigger) {
+        CtlRequest::PowerCut {
+            trigger,
+            restart_after_ms,
+        } => match device.power_cut(trigger, restart_after_ms) {
             Ok(r) => CtlReply::ok(&r),
             Err(e) => CtlReply::err(e.to_string()),
         },

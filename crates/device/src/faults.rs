@@ -13,6 +13,16 @@
 //!   arrives during a stall starts when it ends, so its modelled latency
 //!   includes the stall (and the lateness accounting, which measures the
 //!   delivery against the modelled completion, does not count it as late).
+//! - A **throttle** caps the data the drive moves (reads and writes) at
+//!   `mb_s` MB/s from `after_ms` on, for `for_ms` (thermal throttling): a
+//!   command completes no earlier than its bytes pass the cap, in the
+//!   modelled latency like a stall.
+//! - A **bad-block** fault retires `count` blocks now (grown bad blocks,
+//!   their data moved out first); **media-wear** turns on the NAND's wear
+//!   models: uncorrectable reads at the rate its raw bit-error model gives
+//!   for each block's wear and data age, and blocks failing their erase at
+//!   a rate rising with wear, both scaled by `acceleration` (the device
+//!   does the work: `media.rs`).
 //!
 //! Faults live in memory only: a restart of the daemon starts without any.
 //! The registry is bounded ([`MAX_FAULTS`]) and every request to add one
@@ -32,9 +42,18 @@ pub const MAX_FAULTS: usize = 64;
 pub const MAX_STALL_MS: u64 = 60_000;
 /// Longest period or delay of a stall, ms of drive time (one day).
 pub const MAX_PERIOD_MS: u64 = 86_400_000;
+/// Largest share of each period a periodic stall may take: the drive must
+/// run at least a tenth of the time.
+pub const MAX_STALL_DUTY: f64 = 0.9;
+/// Most blocks one `bad-block` fault retires.
+pub const MAX_BAD_BLOCKS: u32 = 4096;
+/// Largest `media-wear` acceleration.
+pub const MAX_ACCELERATION: f64 = 1e12;
+/// Longest `media-wear` retention (data age added), days.
+pub const MAX_RETENTION_DAYS: f64 = 36_500.0;
 
 /// A fault to add.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum FaultSpec {
     /// Reads touching `offset..offset + length` (bytes) fail.
@@ -64,6 +83,41 @@ pub enum FaultSpec {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         after_ms: Option<u64>,
     },
+    /// Reads and writes move at most `mb_s` MB/s (10^6 bytes/s) of drive
+    /// time: thermal throttling, from `after_ms` from now (default 0) for
+    /// `for_ms` (default: until cleared).
+    Throttle {
+        /// The cap, MB/s (1 ..= 100000).
+        mb_s: u64,
+        /// When it starts, ms from now (at most [`MAX_PERIOD_MS`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        after_ms: Option<u64>,
+        /// How long it lasts, ms (1 ..= [`MAX_PERIOD_MS`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        for_ms: Option<u64>,
+    },
+    /// `count` blocks fail now and are retired (grown bad blocks): their
+    /// valid data is moved out by GC first.
+    BadBlock {
+        /// Blocks (1 ..= [`MAX_BAD_BLOCKS`]).
+        count: u32,
+    },
+    /// The NAND's wear models: uncorrectable reads from the raw bit-error
+    /// model, blocks failing their erase at a rate rising with wear, both
+    /// `acceleration` times as often; data ages `retention_days` more.
+    MediaWear {
+        /// Raw bit-error rate and block failure rate multiplier (1: as the
+        /// models give; at least 1).
+        #[serde(default = "one")]
+        acceleration: f64,
+        /// Days added to every block's data age (the drive sat unpowered).
+        #[serde(default)]
+        retention_days: f64,
+    },
+}
+
+fn one() -> f64 {
+    1.0
 }
 
 impl FaultSpec {
@@ -73,12 +127,15 @@ impl FaultSpec {
             FaultSpec::ReadError { .. } => "read-error",
             FaultSpec::WriteError { .. } => "write-error",
             FaultSpec::Stall { .. } => "stall",
+            FaultSpec::Throttle { .. } => "throttle",
+            FaultSpec::BadBlock { .. } => "bad-block",
+            FaultSpec::MediaWear { .. } => "media-wear",
         }
     }
 }
 
 /// Why a fault was not added or cleared; one line each.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[derive(Debug, Clone, PartialEq, Error)]
 pub enum FaultError {
     /// The range is empty, misaligned or beyond the drive.
     #[error(
@@ -97,6 +154,14 @@ pub enum FaultError {
     /// The stall's figures are out of bounds.
     #[error("stall: {0}")]
     BadStall(String),
+    /// Another fault's figures are out of bounds.
+    #[error("{kind}: {why}")]
+    Bad {
+        /// The fault's kind.
+        kind: &'static str,
+        /// Why.
+        why: String,
+    },
     /// The registry is full.
     #[error("{MAX_FAULTS} faults are registered already: clear some first (ctl fault clear [ID])")]
     Full,
@@ -106,7 +171,7 @@ pub enum FaultError {
 }
 
 /// One registered fault, as `ctl fault list` shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FaultInfo {
     /// Its id (for `ctl fault clear ID`); ids are never reused.
     pub id: u64,
@@ -114,7 +179,9 @@ pub struct FaultInfo {
     pub spec: FaultSpec,
     /// Drive time it was added at, ns.
     pub added_model_ns: u64,
-    /// Requests it failed (media errors) or stalls that held a command.
+    /// Requests it failed (media errors), stalls that held a command,
+    /// commands a throttle slowed, blocks retired (bad-block), reads failed
+    /// and blocks retired (media-wear).
     pub hits: u64,
 }
 
@@ -132,11 +199,24 @@ pub struct FaultCounters {
     pub stalled_commands: u64,
     /// Σ of the time those commands waited, ns of drive time.
     pub stall_wait_ns: u64,
+    /// Commands a throttle slowed.
+    #[serde(default)]
+    pub throttled_commands: u64,
+    /// Σ of what the throttle added to their latency, ns of drive time.
+    #[serde(default)]
+    pub throttle_delay_ns: u64,
+    /// Reads failed by the raw bit-error model (media-wear), and reads
+    /// failed again at a sector such a read left uncorrectable.
+    #[serde(default)]
+    pub uncorrectable_reads: u64,
+    /// Blocks retired as grown bad blocks (bad-block and media-wear).
+    #[serde(default)]
+    pub blocks_retired: u64,
 }
 
 /// The faults registered now and what they did (`ctl fault list`, and the
 /// `faults` part of `ctl stats`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct FaultReport {
     /// Registered faults, by id.
     pub active: Vec<FaultInfo>,
@@ -152,6 +232,8 @@ pub struct FaultReport {
 
 struct Entry {
     info: FaultInfo,
+    /// Throttles: drive time the cap's pipe is free again, ns.
+    busy_until: u64,
     /// Stalls: the start of the first window, ns of drive time.
     first_ns: u64,
     /// Stalls: the index of the last window that held a command (+1; 0 none).
@@ -171,6 +253,10 @@ pub struct Faults {
     stalls: AtomicU64,
     stalled_commands: AtomicU64,
     stall_wait_ns: AtomicU64,
+    throttled: AtomicU64,
+    throttle_ns: AtomicU64,
+    uncorrectable: AtomicU64,
+    retired: AtomicU64,
 }
 
 /// Which direction a media check is for.
@@ -236,6 +322,13 @@ impl Faults {
                             "--every-ms {e} must be more than --ms {ms} (the drive must run between stalls) and at most {MAX_PERIOD_MS}"
                         )));
                     }
+                    (Some(e), None) if *ms as f64 > MAX_STALL_DUTY * *e as f64 => {
+                        return Err(FaultError::BadStall(format!(
+                            "--ms {ms} every {e} ms stalls the drive {:.1} % of the time: at most {} % (a drive that never runs is not a stall)",
+                            *ms as f64 / *e as f64 * 100.0,
+                            MAX_STALL_DUTY * 100.0
+                        )));
+                    }
                     (Some(e), None) => now_ns.saturating_add(e * 1_000_000),
                     (None, Some(a)) if *a > MAX_PERIOD_MS => {
                         return Err(FaultError::BadStall(format!(
@@ -244,6 +337,68 @@ impl Faults {
                     }
                     (None, a) => now_ns.saturating_add(a.unwrap_or(0) * 1_000_000),
                 }
+            }
+            FaultSpec::Throttle {
+                mb_s,
+                after_ms,
+                for_ms,
+            } => {
+                let bad = |why: String| FaultError::Bad {
+                    kind: "throttle",
+                    why,
+                };
+                if !(1..=100_000).contains(mb_s) {
+                    return Err(bad(format!("--mb-s {mb_s} must be between 1 and 100000")));
+                }
+                if after_ms.is_some_and(|a| a > MAX_PERIOD_MS) {
+                    return Err(bad(format!("--after-ms must be at most {MAX_PERIOD_MS}")));
+                }
+                if for_ms.is_some_and(|f| !(1..=MAX_PERIOD_MS).contains(&f)) {
+                    return Err(bad(format!(
+                        "--for-ms must be between 1 and {MAX_PERIOD_MS}"
+                    )));
+                }
+                now_ns.saturating_add(after_ms.unwrap_or(0) * 1_000_000)
+            }
+            FaultSpec::BadBlock { count } => {
+                if !(1..=MAX_BAD_BLOCKS).contains(count) {
+                    return Err(FaultError::Bad {
+                        kind: "bad-block",
+                        why: format!("--count {count} must be between 1 and {MAX_BAD_BLOCKS}"),
+                    });
+                }
+                0
+            }
+            FaultSpec::MediaWear {
+                acceleration,
+                retention_days,
+            } => {
+                let bad = |why: String| FaultError::Bad {
+                    kind: "media-wear",
+                    why,
+                };
+                if !(acceleration.is_finite() && (1.0..=MAX_ACCELERATION).contains(acceleration)) {
+                    return Err(bad(format!(
+                        "--acceleration {acceleration} must be from 1 to {MAX_ACCELERATION:e}"
+                    )));
+                }
+                if !(retention_days.is_finite()
+                    && (0.0..=MAX_RETENTION_DAYS).contains(retention_days))
+                {
+                    return Err(bad(format!(
+                        "--retention-days {retention_days} must be from 0 to {MAX_RETENTION_DAYS}"
+                    )));
+                }
+                if self
+                    .lock()
+                    .iter()
+                    .any(|e| matches!(e.info.spec, FaultSpec::MediaWear { .. }))
+                {
+                    return Err(bad(
+                        "one is registered already (ctl fault clear ID first)".into()
+                    ));
+                }
+                0
             }
         };
         let mut e = self.lock();
@@ -258,6 +413,7 @@ impl Faults {
         };
         e.push(Entry {
             info: info.clone(),
+            busy_until: first_ns,
             first_ns,
             last_window: 0,
         });
@@ -295,6 +451,10 @@ impl Faults {
                 stalls_injected: self.stalls.load(Relaxed),
                 stalled_commands: self.stalled_commands.load(Relaxed),
                 stall_wait_ns: self.stall_wait_ns.load(Relaxed),
+                throttled_commands: self.throttled.load(Relaxed),
+                throttle_delay_ns: self.throttle_ns.load(Relaxed),
+                uncorrectable_reads: self.uncorrectable.load(Relaxed),
+                blocks_retired: self.retired.load(Relaxed),
             },
         }
     }
@@ -324,6 +484,73 @@ impl Faults {
         }
         .fetch_add(1, Relaxed);
         Some(hit.info.id)
+    }
+
+    /// A command moving `bytes` that the drive finishes at `done_ns` (drive
+    /// time), having arrived at `now_ns`: when it finishes under the
+    /// throttles active at its arrival (each a pipe of its rate that
+    /// commands pass one after the other), if that is later. Counted.
+    pub fn throttle(&self, now_ns: u64, done_ns: u64, bytes: u64) -> Option<u64> {
+        if self.count.load(Relaxed) == 0 || bytes == 0 {
+            return None;
+        }
+        let mut e = self.lock();
+        let mut end = done_ns;
+        for x in e.iter_mut() {
+            let FaultSpec::Throttle { mb_s, for_ms, .. } = x.info.spec else {
+                continue;
+            };
+            let active = now_ns >= x.first_ns
+                && for_ms.is_none_or(|f| now_ns < x.first_ns.saturating_add(f * 1_000_000));
+            if !active {
+                continue;
+            }
+            // bytes / (mb_s · 10^6 B/s), in ns.
+            let pass =
+                (u128::from(bytes) * 1000 / u128::from(mb_s)).min(u128::from(u64::MAX)) as u64;
+            let t = x.busy_until.max(now_ns).saturating_add(pass);
+            x.busy_until = t;
+            if t > done_ns {
+                x.info.hits += 1;
+            }
+            end = end.max(t);
+        }
+        (end > done_ns).then(|| {
+            self.throttled.fetch_add(1, Relaxed);
+            self.throttle_ns.fetch_add(end - done_ns, Relaxed);
+            end
+        })
+    }
+
+    /// The media-wear fault, if one is registered: its id, acceleration and
+    /// added data age (ns).
+    pub fn media_wear(&self) -> Option<(u64, f64, u64)> {
+        if self.count.load(Relaxed) == 0 {
+            return None;
+        }
+        self.lock().iter().find_map(|x| match x.info.spec {
+            FaultSpec::MediaWear {
+                acceleration,
+                retention_days,
+            } => Some((
+                x.info.id,
+                acceleration,
+                (retention_days * 86_400e9).min(u64::MAX as f64) as u64,
+            )),
+            _ => None,
+        })
+    }
+
+    /// Count a hit of fault `id` (a read media-wear failed, blocks a fault
+    /// retired): `reads` uncorrectable reads, `blocks` retired.
+    pub fn count_media(&self, id: Option<u64>, reads: u64, blocks: u64) {
+        if let Some(id) = id
+            && let Some(x) = self.lock().iter_mut().find(|x| x.info.id == id)
+        {
+            x.info.hits += reads + blocks;
+        }
+        self.uncorrectable.fetch_add(reads, Relaxed);
+        self.retired.fetch_add(blocks, Relaxed);
     }
 
     /// If a command arriving at drive time `now_ns` falls in a stall: when

@@ -33,6 +33,7 @@ pub mod capture;
 pub mod faults;
 pub mod files;
 pub mod hist;
+pub mod media;
 pub mod power;
 pub mod report;
 pub mod scheduler;
@@ -43,11 +44,11 @@ pub mod store;
 pub mod topology;
 pub mod trimlog;
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::io::{self, BufReader};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock, Weak};
 
 use log::{error, warn};
 use thiserror::Error;
@@ -61,7 +62,7 @@ use vssd_profile::{EndOfLife, Profile, ReadAfterTrim};
 
 use self::faults::{FaultError, FaultInfo, FaultReport, FaultSpec, Faults, Media};
 use self::files::FileError;
-use self::power::{Armed, CutReport, CutTrigger, PowerLog, PowerReport, Record};
+use self::power::{Armed, Classes, CutReport, CutTrigger, PowerLog, PowerReport, Record};
 pub use self::state::StateOrigin;
 use self::state::dirty_marker;
 pub use self::stats::{
@@ -206,7 +207,17 @@ struct ModelState {
     /// Writes not yet durable, the power state (under the same lock, so
     /// in the model's order).
     power: PowerLog,
+    /// Draws of the media-wear models, in the model's order.
+    media_rng: vssd_common::rng::Rng,
+    /// Erases already looked at by the bad-block model.
+    erases_seen: u64,
+    /// Mapping units a media-wear read found uncorrectable: reads of them
+    /// fail until they are written or trimmed (bounded, [`MAX_UNCORRECTABLE`]).
+    uncorrectable: BTreeSet<u64>,
 }
+
+/// Most uncorrectable units remembered; beyond, a failed read is not sticky.
+pub const MAX_UNCORRECTABLE: usize = 1 << 16;
 
 /// Why a power request was refused; one line each.
 #[derive(Debug, Error)]
@@ -298,6 +309,15 @@ pub struct Device {
     power_hooks: Mutex<Vec<PowerHook>>,
     /// Writes are audited for power loss (the preset has no protection).
     track: bool,
+    /// The preset's failure classes of a cut (Zheng et al.).
+    classes: Classes,
+    /// Seed of the cuts' random choices (the device's seed).
+    seed: u64,
+    /// The NAND's wear models (`fault add media-wear`).
+    media: media::MediaModel,
+    /// Wakes the power timer ([`Device::spawn_power_timer`]) when a cut is
+    /// armed or an automatic power-on is due.
+    power_timer: Arc<(Mutex<u64>, Condvar)>,
     /// Worn out with `end_of_life = "read-only"`: writes fail.
     read_only: AtomicBool,
     flush_lies: bool,
@@ -375,18 +395,27 @@ impl Device {
         log::info!("{}", origin.describe());
         let read_after_trim = opts.profile.identity().read_after_trim;
         let track = !opts.profile.reliability.power_loss_protection;
+        let classes = Classes::of(&opts.profile.reliability);
+        let media = media::MediaModel::of(&opts.profile);
         let flush_lies = opts.profile.reliability.flush_lies;
         Ok(Device {
             serial: serial_for(&opts.profile),
             topology: Topology::of(&opts.profile),
             profile: opts.profile,
             model: Mutex::new(ModelState {
+                erases_seen: ssd.erases(),
                 ssd,
                 offset_ns: 0,
                 last_ns: 0,
                 seq: 0,
                 power: PowerLog::default(),
+                media_rng: vssd_common::rng::Rng::new(vssd_common::rng::derive_seed(&[
+                    opts.seed,
+                    0x006d_6564_6961, // "media"
+                ])),
+                uncorrectable: BTreeSet::new(),
             }),
+            media,
             store,
             base_ns: scheduler::monotonic_ns(),
             scale: opts.time_scale,
@@ -405,6 +434,9 @@ impl Device {
             gate: RwLock::new(()),
             power_hooks: Mutex::new(Vec::new()),
             track,
+            classes,
+            seed: opts.seed,
+            power_timer: Arc::new((Mutex::new(0), Condvar::new())),
             flush_lies,
             read_only: AtomicBool::new(false),
         })
@@ -547,11 +579,23 @@ impl Device {
         if let Some(Armed::At { model_ns }) = m.power.armed
             && model_now >= model_ns
         {
-            self.decide_cut(&mut m, model_ns, "its time came (--after-ms)".to_string());
+            self.decide_cut(
+                &mut m,
+                model_ns,
+                "its time came (--after-ms / --at)".to_string(),
+            );
             return Err(DeviceError::PoweredOff);
         }
         if let Some(until) = self.faults.stall_until(model_now) {
             m.ssd.hold_until(until);
+        }
+        if self.track && !m.power.records.is_empty() {
+            // What the drive programmed while idle (its buffer, open
+            // dpages) is durable from then: settle before this request's
+            // programs move the model's "programmed by" time later.
+            m.ssd.catch_up(model_now);
+            let d = m.ssd.durability();
+            m.power.settle(d);
         }
         m.last_ns = model_now;
         m.seq += 1;
@@ -577,11 +621,20 @@ impl Device {
                 }
             }
         }
+        // A throttle delays the completion the host sees (and the audit's
+        // acknowledgement time with it).
+        if let Some(t) = self
+            .faults
+            .throttle(model_now, done, throttled_bytes(op, ranges))
+        {
+            done = t;
+        }
         after(&mut m, (model_now, done));
+        self.media_erases(&mut m);
         if self.track {
             let d = m.ssd.durability();
             m.power.settle(d);
-            m.power.retire(model_now);
+            m.power.retire(model_now, PowerLog::keep_ns(&self.classes));
         }
         Ok(self.scale.to_wall(done.saturating_sub(m.offset_ns)))
     }
@@ -640,14 +693,27 @@ impl Device {
         let mut p = self.begin(conn, OpKind::Read, len);
         p.set_target(&[(offset, len)], false, false);
         let _gate = self.gate.read().unwrap_or_else(|e| e.into_inner());
-        let r = self.submit(&p, Op::Read, &[(offset, len)]).and_then(|due| {
-            self.media_check(Media::Read, &[(offset, len)], due)?;
-            self.store.read(offset, bufs).map_err(DeviceError::Io)?;
-            if self.read_after_trim == ReadAfterTrim::Pattern {
-                self.fill_unmapped(offset, len, bufs)?;
-            }
-            Ok(due)
-        });
+        let mut worn = None;
+        let r = self
+            .submit_with(
+                &p,
+                Op::Read,
+                &[(offset, len)],
+                Payload::Unknown,
+                |_, _, _, _| {},
+                |m, (now, _)| worn = self.media_read(m, offset, len, now),
+            )
+            .and_then(|due| {
+                if let Some(fault) = worn {
+                    return Err(DeviceError::Media { fault, due });
+                }
+                self.media_check(Media::Read, &[(offset, len)], due)?;
+                self.store.read(offset, bufs).map_err(DeviceError::Io)?;
+                if self.read_after_trim == ReadAfterTrim::Pattern {
+                    self.fill_unmapped(offset, len, bufs)?;
+                }
+                Ok(due)
+            });
         drop(_gate);
         self.finish_cut();
         self.settle(p, r)
@@ -693,6 +759,9 @@ impl Device {
         let gate = self.gate.read().unwrap_or_else(|e| e.into_inner());
         let mut cut_during = false;
         let mut media = None;
+        // What the write overwrites, read before the model lock is taken
+        // (the gate keeps a cut from undoing anything meanwhile).
+        let mut undo = self.undo_of(&[(offset, len)]);
         let r = self
             .submit_with(
                 &p,
@@ -703,7 +772,12 @@ impl Device {
                 |m, at| {
                     // A write an injected fault fails changes nothing to lose.
                     media = self.faults.media_hit(Media::Write, &[(offset, len)]);
-                    cut_during = self.track_write(m, &[(offset, len)], at, media.is_none());
+                    if media.is_some() {
+                        undo.clear();
+                    } else {
+                        self.rewritten(m, &[(offset, len)]);
+                    }
+                    cut_during = self.track_write(m, std::mem::take(&mut undo), at);
                 },
             )
             .and_then(|due| {
@@ -777,6 +851,11 @@ impl Device {
         let mut model_ns = 0;
         let mut media = None;
         let mut cut_during = false;
+        let mut undo = if matches!(op, Op::WriteZeroes { unmap: false }) {
+            self.undo_of(ranges)
+        } else {
+            Vec::new()
+        };
         let due = self.submit_with(
             p,
             op,
@@ -792,9 +871,15 @@ impl Device {
                 if matches!(op, Op::WriteZeroes { .. }) {
                     media = self.faults.media_hit(Media::Write, ranges);
                 }
+                if media.is_none() {
+                    self.rewritten(m, ranges);
+                }
                 if matches!(op, Op::WriteZeroes { unmap: false }) {
                     // Written zeros are a write like any other.
-                    cut_during = self.track_write(m, ranges, at, media.is_none());
+                    if media.is_some() {
+                        undo.clear();
+                    }
+                    cut_during = self.track_write(m, std::mem::take(&mut undo), at);
                 } else if media.is_none() {
                     for &(o, l) in ranges {
                         m.power.clip(o, l);
@@ -875,33 +960,57 @@ impl Device {
         self.stats.capture.status(self.scale, self.now_ns())
     }
 
-    /// Audit a write of `ranges` just submitted at `(model_now,
-    /// model_done)` (if `record`: its previous contents are kept until it
-    /// is durable). Returns whether an armed `--after-writes` cut goes off
-    /// with it.
+    /// What a write of `ranges` overwrites, for the power audit: read
+    /// from the store before the write takes the model lock, so the copy
+    /// does not hold other queues up. Empty when nothing is audited (power-
+    /// loss protection, power off, a read-only drive) and for a range
+    /// beyond the audit's bounds (counted as untracked).
+    fn undo_of(&self, ranges: &[(u64, u64)]) -> Vec<(u64, Option<Vec<u8>>)> {
+        if !self.track || !self.powered() || self.read_only.load(Relaxed) {
+            return Vec::new();
+        }
+        let mut out = Vec::with_capacity(ranges.len());
+        for &(offset, len) in ranges {
+            if self.check(offset, len).is_err() {
+                continue;
+            }
+            if len > power::MAX_UNDO_BYTES / 4 {
+                out.push((offset, None));
+                continue;
+            }
+            let mut undo = vec![0u8; len as usize];
+            match self
+                .store
+                .read(offset, &[VolatileSlice::from(&mut undo[..])])
+            {
+                Ok(()) => out.push((offset, Some(undo))),
+                Err(e) => {
+                    warn!("power-loss audit: cannot read the previous contents at {offset}: {e}");
+                    out.push((offset, None));
+                }
+            }
+        }
+        out
+    }
+
+    /// Audit a write just submitted at `(model_now, model_done)`: `undo`
+    /// holds what each of its ranges overwrote ([`Self::undo_of`]; empty
+    /// for a write an injected fault failed, which changes nothing), kept
+    /// until the write is durable. Returns whether an armed
+    /// `--after-writes` cut goes off with it.
     fn track_write(
         &self,
         m: &mut ModelState,
-        ranges: &[(u64, u64)],
+        undo: Vec<(u64, Option<Vec<u8>>)>,
         (now, done): (u64, u64),
-        record: bool,
     ) -> bool {
-        if self.track && record {
+        if self.track {
             let units_end = m.ssd.durability().placed;
-            for &(offset, len) in ranges {
-                if len > power::MAX_UNDO_BYTES / 4 {
+            for (offset, undo) in undo {
+                let Some(undo) = undo else {
                     m.power.untracked += 1;
                     continue;
-                }
-                let mut undo = vec![0u8; len as usize];
-                if let Err(e) = self
-                    .store
-                    .read(offset, &[VolatileSlice::from(&mut undo[..])])
-                {
-                    warn!("power-loss audit: cannot read the previous contents at {offset}: {e}");
-                    m.power.untracked += 1;
-                    continue;
-                }
+                };
                 m.power.push(Record {
                     offset,
                     undo,
@@ -927,7 +1036,8 @@ impl Device {
     fn decide_cut(&self, m: &mut ModelState, t: u64, trigger: String) {
         m.power.off = true;
         m.power.armed = None;
-        m.power.pending_cut = Some((t, trigger));
+        let restart = m.power.armed_restart_ms.take();
+        m.power.pending_cut = Some((t, trigger, restart));
         self.powered.store(false, Relaxed);
         self.cut_requested.store(true, Relaxed);
     }
@@ -949,73 +1059,165 @@ impl Device {
         }
         let _excl = self.gate.write().unwrap_or_else(|e| e.into_inner());
         let mut m = self.lock();
-        let Some((t, trigger)) = m.power.pending_cut.take() else {
+        let Some((t, trigger, restart_ms)) = m.power.pending_cut.take() else {
             return;
         };
-        let (mut lost, survived) = if self.track {
+        let plan = if self.track {
             m.ssd.catch_up(t);
             let d = m.ssd.durability();
             m.power.settle(d);
-            m.power.take_lost(t)
+            let records = m.power.take_all();
+            // Each cut draws from its own stream of the device's seed.
+            let mut rng = vssd_common::rng::Rng::new(vssd_common::rng::derive_seed(&[
+                self.seed,
+                0x706f_7765_725f_6375, // "power_cu"
+                m.power.cuts,
+            ]));
+            power::plan_cut(records, t, self.classes, &mut rng)
         } else {
-            (Vec::new(), 0)
+            power::CutPlan::default()
         };
         // Newest first: each write's previous contents are what the one
         // before it (or the durable data) left.
-        for r in lost.iter_mut().rev() {
+        for (offset, data) in &plan.restores {
+            let mut d = data.clone();
             if let Err(e) = self
                 .store
-                .write(r.offset, &[VolatileSlice::from(&mut r.undo[..])])
+                .write(*offset, &[VolatileSlice::from(&mut d[..])])
             {
-                error!(
-                    "power cut: cannot restore {}+{}: {e}",
-                    r.offset,
-                    r.undo.len()
-                );
+                error!("power cut: cannot restore {offset}+{}: {e}", d.len());
             }
         }
         if let Err(e) = self.store.sync() {
             error!("power cut: cannot sync the store: {e}");
         }
-        let lost_report = power::lost_writes(&lost, t);
-        let lost_bytes = lost_report.iter().map(|l| l.length).sum();
+        let lost_bytes = plan.lost.iter().map(|l| l.length).sum();
+        let restart_at = restart_ms.map(|ms| t.saturating_add(ms.saturating_mul(1_000_000)));
         warn!(
-            "power cut at drive time {:.3} s ({trigger}): {} writes ({lost_bytes} bytes) lost, {survived} pending ones survived{}",
+            "power cut at drive time {:.3} s ({trigger}): {} writes ({lost_bytes} bytes) lost, {} pending ones survived{}{}{}",
             t as f64 / 1e9,
-            lost_report.len(),
+            plan.lost.len(),
+            plan.survived,
             if self.track {
                 ""
             } else {
                 " (power-loss protection)"
-            }
+            },
+            if plan.mapping_lost {
+                "; the mapping updates of the window were lost"
+            } else {
+                ""
+            },
+            restart_at
+                .map(|r| format!("; power comes back at drive time {:.3} s", r as f64 / 1e9))
+                .unwrap_or_default()
         );
         m.power.cuts += 1;
+        m.power.restart_at = restart_at;
         m.power.last_cut = Some(CutReport {
             model_ns: t,
             trigger,
             protected: !self.track,
-            lost: lost_report,
+            lost: plan.lost,
             lost_bytes,
-            survived,
+            survived: plan.survived,
+            reordered: plan.reordered,
+            mapping_lost: plan.mapping_lost,
+            restart_at_model_ns: restart_at,
         });
         drop(m);
         if let Err(e) = self.save_state() {
             warn!("power cut: {e}");
         }
+        self.wake_power_timer();
     }
 
-    /// An armed `--after-ms` cut whose time has come goes off.
+    /// Drive time now (model clock with the precondition offset).
+    fn drive_now(&self, m: &ModelState) -> u64 {
+        self.model_clock(self.now_ns()) + m.offset_ns
+    }
+
+    /// An armed `--after-ms` / `--at` cut whose time has come goes off; an
+    /// automatic power-on whose time has come brings the power back.
     fn poll_power(&self) {
         {
             let mut m = self.lock();
-            let now = self.model_clock(self.now_ns()) + m.offset_ns;
+            let now = self.drive_now(&m);
             if let Some(Armed::At { model_ns }) = m.power.armed
                 && now >= model_ns
             {
-                self.decide_cut(&mut m, model_ns, "its time came (--after-ms)".to_string());
+                self.decide_cut(
+                    &mut m,
+                    model_ns,
+                    "its time came (--after-ms / --at)".to_string(),
+                );
             }
         }
         self.finish_cut();
+        let mut m = self.lock();
+        if m.power.off
+            && m.power.pending_cut.is_none()
+            && m.power.restart_at.is_some_and(|r| self.drive_now(&m) >= r)
+        {
+            m.power.off = false;
+            m.power.restart_at = None;
+            self.powered.store(true, Relaxed);
+            log::info!("power on (automatic, --restart-after)");
+        }
+    }
+
+    /// When the power state changes next by itself (drive time), if it does.
+    fn next_power_event(&self) -> Option<u64> {
+        let m = self.lock();
+        match (m.power.armed, m.power.restart_at) {
+            (Some(Armed::At { model_ns }), _) => Some(model_ns),
+            (_, Some(r)) if m.power.off => Some(r),
+            _ => None,
+        }
+    }
+
+    fn wake_power_timer(&self) {
+        let (lock, cv) = &*self.power_timer;
+        *lock.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        cv.notify_all();
+    }
+
+    /// Start the thread that carries out timed power events on time: a cut
+    /// armed for a drive time (`--after-ms`, `--at`) goes off then even if
+    /// no request comes, and `--restart-after` powers the drive on. Without
+    /// it they happen at the next request or [`Device::sample`]. The thread
+    /// ends when the device is dropped.
+    pub fn spawn_power_timer(dev: &Arc<Device>) -> io::Result<()> {
+        let weak: Weak<Device> = Arc::downgrade(dev);
+        let timer = dev.power_timer.clone();
+        std::thread::Builder::new()
+            .name("vssd-power".into())
+            .spawn(move || {
+                let (lock, cv) = &*timer;
+                loop {
+                    let wait = {
+                        let Some(dev) = weak.upgrade() else { return };
+                        dev.poll_power();
+                        match dev.next_power_event() {
+                            Some(at) => {
+                                let now = dev.drive_now(&dev.lock());
+                                // Drive time runs K times slower than the wall clock.
+                                let ns = at.saturating_sub(now);
+                                std::time::Duration::from_nanos(
+                                    dev.scale.to_wall(ns).clamp(100_000, 1_000_000_000),
+                                )
+                            }
+                            None => std::time::Duration::from_secs(1),
+                        }
+                    };
+                    let g = lock.lock().unwrap_or_else(|e| e.into_inner());
+                    let seen = *g;
+                    let _ = cv
+                        .wait_timeout_while(g, wait, |n| *n == seen)
+                        .unwrap_or_else(|e| e.into_inner());
+                }
+            })
+            .map(|_| ())
     }
 
     /// A drive whose preset goes read-only at end of life does once its
@@ -1053,20 +1255,37 @@ impl Device {
         }
         let mut m = self.lock();
         let added = m.ssd.age_to(percent);
+        // The drive had done that wear before: no block fails on these erases now.
+        m.erases_seen = m.ssd.erases();
         self.check_end_of_life(&m.ssd);
         drop(m);
         log::info!("aged the NAND to {percent} % of its rated cycles ({added} erases)");
         Ok(added)
     }
 
-    /// Cut the power (`ctl power-cut`) now or arm a cut.
-    pub fn power_cut(&self, trigger: CutTrigger) -> Result<PowerCutResult, PowerError> {
+    /// Cut the power (`ctl power-cut`) now or arm a cut; with
+    /// `restart_after_ms` the drive powers itself on again that long (drive
+    /// time) after the cut.
+    pub fn power_cut(
+        &self,
+        trigger: CutTrigger,
+        restart_after_ms: Option<u64>,
+    ) -> Result<PowerCutResult, PowerError> {
+        if let Some(ms) = restart_after_ms
+            && !(1..=faults::MAX_PERIOD_MS).contains(&ms)
+        {
+            return Err(PowerError::BadTrigger(format!(
+                "--restart-after {} s must be between 0.001 and {} s",
+                ms as f64 / 1000.0,
+                faults::MAX_PERIOD_MS / 1000
+            )));
+        }
         let armed = {
             let mut m = self.lock();
             if m.power.off {
                 return Err(PowerError::AlreadyOff);
             }
-            let now = self.model_clock(self.now_ns()) + m.offset_ns;
+            let now = self.drive_now(&m);
             let armed = match trigger {
                 CutTrigger::Now => None,
                 CutTrigger::AfterWrites { writes } => {
@@ -1089,10 +1308,29 @@ impl Device {
                         model_ns: now + ms * 1_000_000,
                     })
                 }
+                CutTrigger::At { ms } => {
+                    let at = ms.saturating_mul(1_000_000);
+                    if at <= now {
+                        return Err(PowerError::BadTrigger(format!(
+                            "--at {} s is not ahead: the drive's clock is at {:.3} s (ctl fault list: drive time)",
+                            ms as f64 / 1000.0,
+                            now as f64 / 1e9
+                        )));
+                    }
+                    if at - now > faults::MAX_PERIOD_MS * 1_000_000 {
+                        return Err(PowerError::BadTrigger(format!(
+                            "--at {} s is more than a day of drive time ahead (the clock is at {:.3} s)",
+                            ms as f64 / 1000.0,
+                            now as f64 / 1e9
+                        )));
+                    }
+                    Some(Armed::At { model_ns: at })
+                }
                 CutTrigger::Random { seed } => Some(Armed::AfterWrites {
                     writes: 1 + vssd_common::rng::Rng::new(seed).below(1000),
                 }),
             };
+            m.power.armed_restart_ms = restart_after_ms;
             match armed {
                 None => self.decide_cut(&mut m, now, "now (ctl power-cut)".into()),
                 Some(a) => {
@@ -1103,6 +1341,7 @@ impl Device {
             armed
         };
         self.finish_cut();
+        self.wake_power_timer();
         let cut = match armed {
             None => self.lock().power.last_cut.clone(),
             Some(_) => None,
@@ -1117,6 +1356,7 @@ impl Device {
             return Err(PowerError::AlreadyOn);
         }
         m.power.off = false;
+        m.power.restart_at = None;
         self.powered.store(true, Relaxed);
         log::info!("power on");
         Ok(())
@@ -1141,6 +1381,9 @@ impl Device {
         let m = self.lock();
         PowerReport {
             powered: !m.power.off,
+            drive_time_ns: self.drive_now(&m),
+            armed_restart_after_ms: m.power.armed.and(m.power.armed_restart_ms),
+            classes: self.classes,
             armed: m.power.armed,
             power_loss_protection: !self.track,
             flush_lies: self.flush_lies,
@@ -1160,15 +1403,187 @@ impl Device {
         }
     }
 
-    /// Register an injected fault (`ctl fault add`), checked against the drive.
+    /// Register an injected fault (`ctl fault add`), checked against the
+    /// drive. A `bad-block` fault retires its blocks now (at least one, or
+    /// it is refused).
     pub fn add_fault(&self, spec: FaultSpec) -> Result<FaultInfo, FaultError> {
+        if let FaultSpec::BadBlock { count } = spec {
+            if !(1..=faults::MAX_BAD_BLOCKS).contains(&count) {
+                // The registry says why.
+                return self.faults.add(spec, self.capacity(), 0);
+            }
+            if !self.powered() {
+                return Err(FaultError::Bad {
+                    kind: "bad-block",
+                    why: "the drive's power is off (vssd ctl power-on)".into(),
+                });
+            }
+            let retired = self.retire_blocks(count)?;
+            let now = self.drive_now(&self.lock());
+            let mut info = self.faults.add(spec, self.capacity(), now)?;
+            self.faults.count_media(Some(info.id), 0, retired);
+            info.hits = retired;
+            log::warn!(
+                "fault {}: {retired} of {count} blocks retired as grown bad blocks",
+                info.id
+            );
+            return Ok(info);
+        }
         let now = {
-            let m = self.lock();
+            let mut m = self.lock();
+            // Media-wear counts erases from now on.
+            m.erases_seen = m.ssd.erases();
             self.model_clock(self.now_ns()) + m.offset_ns
         };
         let info = self.faults.add(spec, self.capacity(), now)?;
         log::info!("fault {} added: {:?}", info.id, info.spec);
         Ok(info)
+    }
+
+    /// Retire up to `count` blocks picked from the device's seed (their
+    /// data moved out first): how many were. Refused if none could be.
+    fn retire_blocks(&self, count: u32) -> Result<u64, FaultError> {
+        let mut m = self.lock();
+        let now = self.drive_now(&m).max(m.last_ns);
+        let nblocks = u64::from(m.ssd.block_count());
+        let mut done = 0u64;
+        let mut last_err = None;
+        let mut attempts = 0u64;
+        while done < u64::from(count) && attempts < 64 * u64::from(count) + 1024 {
+            attempts += 1;
+            let b = m.media_rng.below(nblocks) as u32;
+            match m.ssd.retire_block(now, b) {
+                Ok(()) => done += 1,
+                Err(
+                    e @ (vssd_model::RetireError::Hybrid | vssd_model::RetireError::NoSpare { .. }),
+                ) => {
+                    last_err = Some(e);
+                    // Another die may have spare blocks; a hybrid drive has none.
+                    if matches!(last_err, Some(vssd_model::RetireError::Hybrid)) {
+                        break;
+                    }
+                }
+                Err(e) => last_err = Some(e),
+            }
+            if let Some(e) = m.ssd.damaged() {
+                self.stop(format!("the drive model failed retiring a block: {e}"));
+                break;
+            }
+        }
+        if done == 0 {
+            return Err(FaultError::Bad {
+                kind: "bad-block",
+                why: match last_err {
+                    Some(e) => format!("no block could be retired: {e}"),
+                    None => "no block could be retired".into(),
+                },
+            });
+        }
+        Ok(done)
+    }
+
+    /// Media-wear, for a read of `offset..+len` the model took at `now`:
+    /// whether a unit it reads is uncorrectable (then the media-wear
+    /// fault's id, 0 for a unit an earlier read left uncorrectable), drawn
+    /// from the raw bit-error model for the unit's block wear and data age.
+    fn media_read(&self, m: &mut ModelState, offset: u64, len: u64, now: u64) -> Option<u64> {
+        let ub = m.ssd.unit_bytes();
+        if !m.uncorrectable.is_empty()
+            && m.uncorrectable
+                .range(offset / ub..(offset + len).div_ceil(ub))
+                .next()
+                .is_some()
+        {
+            self.faults.count_media(None, 1, 0);
+            return Some(0);
+        }
+        let (id, accel, extra_age) = self.faults.media_wear()?;
+        let mut failed = Vec::new();
+        let ModelState { ssd, media_rng, .. } = m;
+        ssd.unit_wear(offset, len, |lpn, erases, written| {
+            let age = now.saturating_sub(written).saturating_add(extra_age);
+            let p = self.media.unit_failure(erases, age, accel, ub);
+            if p > 0.0 && ((media_rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64) < p {
+                failed.push(lpn);
+            }
+        });
+        if failed.is_empty() {
+            return None;
+        }
+        for lpn in failed {
+            if m.uncorrectable.len() < MAX_UNCORRECTABLE {
+                m.uncorrectable.insert(lpn);
+            }
+        }
+        self.faults.count_media(Some(id), 1, 0);
+        Some(id)
+    }
+
+    /// Units written or trimmed in `ranges` are readable again (the drive
+    /// wrote them to a new place).
+    fn rewritten(&self, m: &mut ModelState, ranges: &[(u64, u64)]) {
+        if m.uncorrectable.is_empty() {
+            return;
+        }
+        let ub = m.ssd.unit_bytes();
+        for &(o, l) in ranges {
+            // Only units the write covers whole are rewritten.
+            let (first, end) = (o.div_ceil(ub), (o + l) / ub);
+            if first < end {
+                let gone: Vec<u64> = m.uncorrectable.range(first..end).copied().collect();
+                for lpn in gone {
+                    m.uncorrectable.remove(&lpn);
+                }
+            }
+        }
+    }
+
+    /// Media-wear: the erases since the last look each fail with the
+    /// bad-block model's probability; a failed block is retired (the most
+    /// worn free one). Out of spare blocks, the drive turns read-only.
+    fn media_erases(&self, m: &mut ModelState) {
+        let erases = m.ssd.erases();
+        let new = erases.saturating_sub(m.erases_seen);
+        m.erases_seen = erases;
+        if new == 0 {
+            return;
+        }
+        let Some((id, accel, _)) = self.faults.media_wear() else {
+            return;
+        };
+        let mean = erases as f64 / f64::from(m.ssd.block_count().max(1));
+        let p = self.media.erase_failure(mean, accel);
+        if p <= 0.0 {
+            return;
+        }
+        // Failures among `new` erases: a binomial draw (at most 64 a request).
+        let mut fails = 0u64;
+        for _ in 0..new.min(1 << 20) {
+            if ((m.media_rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64) < p {
+                fails += 1;
+                if fails == 64 {
+                    break;
+                }
+            }
+        }
+        let mut retired = 0;
+        for _ in 0..fails {
+            match m.ssd.retire_worn_free_block() {
+                Some(b) => {
+                    retired += 1;
+                    log::warn!("media-wear: block {b} failed its erase and is retired");
+                }
+                None => {
+                    if !self.read_only.swap(true, Relaxed) {
+                        warn!(
+                            "media-wear: a block failed and no spare block is left: the drive is read-only from now on"
+                        );
+                    }
+                    break;
+                }
+            }
+        }
+        self.faults.count_media(Some(id), 0, retired);
     }
 
     /// Remove injected fault `id`, or all (`None`): how many were removed.
@@ -1224,7 +1639,15 @@ impl Device {
 
     /// The drive's SMART view, from its counters now (`vssd ctl smart`).
     pub fn smart(&self) -> smart::SmartReport {
-        smart::report(&self.profile, &self.counters())
+        let c = self.counters();
+        let spare = self.lock().ssd.spare_percent();
+        let f = self.faults.report();
+        let e = smart::Errors {
+            uncorrectable_reads: f.counters.uncorrectable_reads,
+            power_cuts: self.lock().power.cuts,
+            spare_percent: spare,
+        };
+        smart::report_with(&self.profile, &c, &e)
     }
 
     /// Record a counter sample for the recent write-amplification window
@@ -1305,8 +1728,11 @@ impl Device {
         self.store.erase_all().map_err(DeviceError::Io)?;
         m.ssd.secure_erase();
         // Nothing written before is there to lose (and the model counts
-        // placed units from zero again).
+        // placed units from zero again); no unit is unreadable any more,
+        // and the erase of every block is no wear-out failure.
         m.power.clear();
+        m.uncorrectable.clear();
+        m.erases_seen = m.ssd.erases();
         self.ftl_describes_data.store(true, Relaxed);
         self.stats.reset();
         self.samples
@@ -1332,6 +1758,10 @@ impl Device {
         let now = self.model_clock(self.now_ns()) + m.offset_ns;
         m.ssd.catch_up(now.saturating_add(ns));
         m.offset_ns = m.offset_ns.saturating_add(ns);
+        if self.track {
+            let d = m.ssd.durability();
+            m.power.settle(d);
+        }
         Ok(())
     }
 
@@ -1372,6 +1802,7 @@ impl Device {
                 let p = run
                     .advance_while(&mut m.ssd, || t0.elapsed() < PRECONDITION_CHUNK)
                     .inspect_err(|e| self.stop(format!("the drive model failed: {e}")))?;
+                self.media_erases(&mut m);
                 // Model time = daemon time / K + offset: the drive has
                 // done the work so far by now.
                 let lag = p
@@ -1393,6 +1824,15 @@ impl Device {
             model_ns: end.saturating_sub(start),
             cancelled,
         })
+    }
+}
+
+/// The bytes a throttle counts for a request: what reads and writes move
+/// (writing zeros without unmapping moves them too); none for the rest.
+fn throttled_bytes(op: Op, ranges: &[(u64, u64)]) -> u64 {
+    match op {
+        Op::Read | Op::Write | Op::WriteZeroes { unmap: false } => ranges.iter().map(|r| r.1).sum(),
+        _ => 0,
     }
 }
 

@@ -23,6 +23,17 @@
 //! write buffer bounds what is pending, so the bounds are reached only
 //! when writes stay in open dpages for long. Beyond them the oldest
 //! pending writes are treated as durable and counted as `untracked`.
+//!
+//! A preset may add the failure classes Zheng et al. found (FAST 2013,
+//! "Understanding the Robustness of SSDs under Power Fault"), each with a
+//! probability drawn from the device's seed ([`Classes`]): shorn writes (a
+//! lost write's first sectors were programmed after all), unserializable
+//! writes (a write the cut would lose was programmed out of order, so it
+//! survives an earlier lost one) and lost mapping updates (writes durable
+//! in the last `mapping_loss_window_ms`, flushed ones included, revert).
+//! [`plan_cut`] decides, and lists every lost range with its cause.
+
+use std::collections::BTreeMap;
 
 use std::collections::VecDeque;
 
@@ -54,11 +65,34 @@ pub enum CutTrigger {
         /// Drive time, ms.
         ms: u64,
     },
+    /// At drive time `ms` (absolute, as `ctl fault list` shows the drive's
+    /// clock: `drive_time_ns`), taking effect as for `AfterMs`.
+    At {
+        /// Drive time, ms since the daemon started.
+        ms: u64,
+    },
     /// After a number of writes (1 ..= 1000) picked from `seed`.
     Random {
         /// The seed.
         seed: u64,
     },
+}
+
+/// Why a write was lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LossCause {
+    /// Its data was not programmed (in the write buffer, an open dpage,
+    /// or in flight): what every drive without power-loss protection loses.
+    #[default]
+    Unprogrammed,
+    /// Shorn (Zheng et al.): the write's first sectors were programmed, the
+    /// rest of it (this range) was not.
+    Shorn,
+    /// The mapping-table update of a write that was durable (maybe
+    /// flushed) was lost with the power (Zheng et al.'s metadata
+    /// corruption): it reads its old data again.
+    Mapping,
 }
 
 /// A cut waiting for its moment.
@@ -91,6 +125,13 @@ pub struct LostWrite {
     /// Whether it was acknowledged before the cut (otherwise its
     /// completion was still due when the power went).
     pub acknowledged: bool,
+    /// Why it was lost.
+    #[serde(default)]
+    pub cause: LossCause,
+    /// A shorn write: the whole write's `[offset, length]` (this entry's
+    /// range is the part that was lost).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shorn_from: Option<[u64; 2]>,
 }
 
 /// What a cut did.
@@ -109,13 +150,34 @@ pub struct CutReport {
     /// Writes that were pending when the cut came and survived it (their
     /// data was in NAND by then).
     pub survived: u64,
+    /// Of those, writes not programmed in order that survived although an
+    /// earlier write was lost (unserializable writes).
+    #[serde(default)]
+    pub reordered: u64,
+    /// The cut lost the mapping updates of the last
+    /// `mapping_loss_window_ms` (metadata corruption).
+    #[serde(default)]
+    pub mapping_lost: bool,
+    /// The drive powers itself on again at this drive time (`power-cut
+    /// --restart-after`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_at_model_ns: Option<u64>,
 }
 
 /// The power state and the audit, for `ctl fault list` and `ctl stats`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PowerReport {
     /// Power is on.
     pub powered: bool,
+    /// The drive's clock now, ns (what `power-cut --at` counts in).
+    #[serde(default)]
+    pub drive_time_ns: u64,
+    /// An automatic power-on after the armed cut, ms of drive time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub armed_restart_after_ms: Option<u64>,
+    /// The failure classes this preset adds to a cut (Zheng et al.).
+    #[serde(default)]
+    pub classes: Classes,
     /// A cut waiting for its moment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub armed: Option<Armed>,
@@ -141,6 +203,9 @@ impl Default for PowerReport {
     fn default() -> Self {
         PowerReport {
             powered: true,
+            drive_time_ns: 0,
+            armed_restart_after_ms: None,
+            classes: Classes::default(),
             armed: None,
             power_loss_protection: false,
             flush_lies: false,
@@ -153,7 +218,64 @@ impl Default for PowerReport {
     }
 }
 
-/// A write not yet durable.
+/// The failure classes of Zheng et al. (FAST 2013) a preset adds to a
+/// cut (`[reliability]`), each a probability in [0, 1]; all 0 by default.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Classes {
+    /// Per lost write of two sectors or more: it is shorn instead.
+    pub shorn: f64,
+    /// Per write a cut would lose: it was programmed out of order and survives.
+    pub unserializable: f64,
+    /// Per cut: the mapping updates of the last `window_ms` are lost.
+    pub mapping: f64,
+    /// How far back a lost mapping update reaches, ms of drive time.
+    pub window_ms: u64,
+}
+
+impl Default for Classes {
+    fn default() -> Self {
+        Classes {
+            shorn: 0.0,
+            unserializable: 0.0,
+            mapping: 0.0,
+            window_ms: 1000,
+        }
+    }
+}
+
+impl Classes {
+    /// The classes of `r`.
+    pub fn of(r: &vssd_profile::Reliability) -> Classes {
+        Classes {
+            shorn: r.shorn_write_probability,
+            unserializable: r.unserializable_write_probability,
+            mapping: r.mapping_loss_probability,
+            window_ms: r.mapping_loss_window_ms,
+        }
+    }
+
+    /// Whether any class is on.
+    pub fn any(&self) -> bool {
+        self.shorn > 0.0 || self.unserializable > 0.0 || self.mapping > 0.0
+    }
+
+    /// How long a durable write's undo record is kept (for a lost mapping
+    /// update), ns: 0 unless the mapping class is on.
+    fn keep_ns(&self) -> u64 {
+        if self.mapping > 0.0 {
+            self.window_ms.saturating_mul(1_000_000)
+        } else {
+            0
+        }
+    }
+}
+
+/// True with probability `p` (`p` ≤ 0: never, without drawing).
+fn chance(rng: &mut vssd_common::rng::Rng, p: f64) -> bool {
+    p > 0.0 && ((rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64) < p
+}
+
+/// A write not yet durable (or durable within the mapping-loss window).
 #[derive(Debug, Clone)]
 pub(crate) struct Record {
     pub offset: u64,
@@ -184,9 +306,14 @@ pub(crate) struct PowerLog {
     pub undo_bytes: u64,
     pub untracked: u64,
     pub armed: Option<Armed>,
-    /// A cut decided and not yet carried out: its drive time and trigger.
-    pub pending_cut: Option<(u64, String)>,
+    /// The automatic power-on the armed cut brings (ms of drive time).
+    pub armed_restart_ms: Option<u64>,
+    /// A cut decided and not yet carried out: its drive time, trigger and
+    /// automatic power-on delay.
+    pub pending_cut: Option<(u64, String, Option<u64>)>,
     pub off: bool,
+    /// Drive time of the automatic power-on after the cut, if any.
+    pub restart_at: Option<u64>,
     pub cuts: u64,
     pub last_cut: Option<CutReport>,
 }
@@ -213,11 +340,11 @@ impl PowerLog {
         self.settled = 0;
     }
 
-    /// Forget the writes durable by drive time `now`.
-    pub fn retire(&mut self, now: u64) {
+    /// Forget the writes durable by drive time `now` − `keep_ns`.
+    pub fn retire(&mut self, now: u64, keep_ns: u64) {
         while let Some(r) = self.records.front() {
             match r.durable_ns {
-                Some(t) if t <= now => {
+                Some(t) if t.saturating_add(keep_ns) <= now => {
                     self.undo_bytes -= r.len();
                     self.records.pop_front();
                     self.settled -= 1;
@@ -236,7 +363,9 @@ impl PowerLog {
                 break;
             };
             self.undo_bytes -= old.len();
-            self.untracked += 1;
+            if old.durable_ns.is_none() {
+                self.untracked += 1;
+            }
             self.settled = self.settled.saturating_sub(1);
         }
     }
@@ -281,40 +410,191 @@ impl PowerLog {
             .count();
     }
 
-    /// The writes lost by a cut at `t` (after a final [`Self::settle`]),
-    /// oldest first, and how many pending ones survived. The audit is
-    /// emptied.
-    pub fn take_lost(&mut self, t: u64) -> (Vec<Record>, u64) {
-        let mut lost = Vec::new();
-        let mut survived = 0;
-        for r in self.records.drain(..) {
-            match r.durable_ns {
-                Some(d) if d <= t => survived += 1,
-                _ => lost.push(r),
-            }
-        }
+    /// Take every record out (a cut, after a final [`Self::settle`]).
+    pub fn take_all(&mut self) -> Vec<Record> {
         self.undo_bytes = 0;
         self.settled = 0;
-        (lost, survived)
+        self.records.drain(..).collect()
     }
 }
 
-/// The report of the writes `lost` by a cut at `t`.
-pub(crate) fn lost_writes(lost: &[Record], t: u64) -> Vec<LostWrite> {
-    lost.iter()
-        .map(|r| LostWrite {
-            offset: r.offset,
-            length: r.len(),
+/// What a cut does to the store and what it reports.
+#[derive(Debug, Default)]
+pub(crate) struct CutPlan {
+    /// `(offset, previous contents)` to write back, in this order.
+    pub restores: Vec<(u64, Vec<u8>)>,
+    /// The lost ranges, oldest write first.
+    pub lost: Vec<LostWrite>,
+    /// Writes of the audit that survived (durable since the last request,
+    /// or within the mapping-loss window, or programmed out of order).
+    pub survived: u64,
+    /// Of those, the ones programmed out of order (the unserializable class).
+    pub reordered: u64,
+    /// The mapping updates of the window were lost.
+    pub mapping_lost: bool,
+}
+
+/// Sector ranges `[start, end)`, disjoint, merged when they touch.
+#[derive(Debug, Default)]
+struct Ranges(BTreeMap<u64, u64>);
+
+impl Ranges {
+    fn add(&mut self, mut s: u64, mut e: u64) {
+        if s >= e {
+            return;
+        }
+        // Merge with every range that overlaps or touches [s, e).
+        let touching: Vec<(u64, u64)> = self
+            .0
+            .range(..=e)
+            .rev()
+            .take_while(|&(_, &re)| re >= s)
+            .map(|(&rs, &re)| (rs, re))
+            .collect();
+        for (rs, re) in touching {
+            self.0.remove(&rs);
+            s = s.min(rs);
+            e = e.max(re);
+        }
+        self.0.insert(s, e);
+    }
+
+    /// The parts of `[s, e)` not covered.
+    fn uncovered(&self, s: u64, e: u64) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        let mut at = s;
+        let first = self.0.range(..s).next_back().map(|(&rs, &re)| (rs, re));
+        let later = self.0.range(s..e).map(|(&rs, &re)| (rs, re));
+        for (rs, re) in first.into_iter().chain(later) {
+            if re <= at {
+                continue;
+            }
+            if rs > at {
+                out.push((at, rs.min(e)));
+            }
+            at = at.max(re);
+            if at >= e {
+                break;
+            }
+        }
+        if at < e {
+            out.push((at, e));
+        }
+        out
+    }
+}
+
+/// Decide what a cut at drive time `t` does to `records` (every write of
+/// the audit, oldest first, settled): which are lost and why, drawing the
+/// preset's failure classes from `rng`, and the contents to write back so
+/// that every lost range reads what was there before it and every
+/// surviving range keeps its data.
+pub(crate) fn plan_cut(
+    records: Vec<Record>,
+    t: u64,
+    classes: Classes,
+    rng: &mut vssd_common::rng::Rng,
+) -> CutPlan {
+    #[derive(Clone, Copy)]
+    enum Fate {
+        /// Survives whole; `pending` if it was not durable at the cut.
+        Kept { pending: bool },
+        /// Lost whole.
+        Lost(LossCause),
+        /// Its first `kept` bytes survive, the rest is lost.
+        Shorn { kept: u64 },
+    }
+    let mut plan = CutPlan {
+        mapping_lost: chance(rng, classes.mapping),
+        ..CutPlan::default()
+    };
+    let window = classes.window_ms.saturating_mul(1_000_000);
+    let fates: Vec<Fate> = records
+        .iter()
+        .map(|r| match r.durable_ns {
+            Some(d) if d <= t => {
+                if plan.mapping_lost && d.saturating_add(window) > t {
+                    Fate::Lost(LossCause::Mapping)
+                } else {
+                    Fate::Kept { pending: false }
+                }
+            }
+            _ if chance(rng, classes.unserializable) => Fate::Kept { pending: true },
+            _ => {
+                let sectors = r.len() / SECTOR;
+                if sectors >= 2 && chance(rng, classes.shorn) {
+                    Fate::Shorn {
+                        kept: (1 + rng.below(sectors - 1)) * SECTOR,
+                    }
+                } else {
+                    Fate::Lost(LossCause::Unprogrammed)
+                }
+            }
+        })
+        .collect();
+    // Newest first: a lost range goes back to what was there before it,
+    // except where a newer write survives (the unserializable case) or a
+    // newer shorn write kept its first sectors.
+    let mut covered = Ranges::default();
+    for (r, fate) in records.iter().zip(&fates).rev() {
+        let end = r.offset + r.len();
+        let (lost_from, keep_to) = match *fate {
+            Fate::Kept { .. } => (end, end),
+            Fate::Lost(_) => (r.offset, r.offset),
+            Fate::Shorn { kept } => (r.offset + kept, r.offset + kept),
+        };
+        for (s, e) in covered.uncovered(lost_from, end) {
+            let at = (s - r.offset) as usize..(e - r.offset) as usize;
+            plan.restores.push((s, r.undo[at].to_vec()));
+        }
+        covered.add(r.offset, keep_to);
+    }
+    let mut lost_pending = false;
+    for (r, fate) in records.iter().zip(&fates) {
+        let entry = |offset: u64, length: u64, cause| LostWrite {
+            offset,
+            length,
             submitted_model_ns: r.submitted_ns,
             acked_model_ns: r.acked_ns,
             acknowledged: r.acked_ns <= t && r.submitted_ns < t,
-        })
-        .collect()
+            cause,
+            shorn_from: (cause == LossCause::Shorn).then_some([r.offset, r.len()]),
+        };
+        match *fate {
+            Fate::Kept { pending } => {
+                plan.survived += 1;
+                if pending && lost_pending {
+                    plan.reordered += 1;
+                }
+            }
+            Fate::Lost(cause) => {
+                lost_pending |= cause == LossCause::Unprogrammed;
+                plan.lost.push(entry(r.offset, r.len(), cause));
+            }
+            Fate::Shorn { kept } => {
+                lost_pending = true;
+                plan.lost
+                    .push(entry(r.offset + kept, r.len() - kept, LossCause::Shorn));
+            }
+        }
+    }
+    plan
+}
+
+/// Sector size of the audit's ranges.
+const SECTOR: u64 = 512;
+
+impl PowerLog {
+    /// How long durable records stay for `classes` (see [`Classes`]).
+    pub fn keep_ns(classes: &Classes) -> u64 {
+        classes.keep_ns()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use vssd_common::rng::Rng;
 
     fn rec(offset: u64, len: usize, acked_ns: u64, units_end: u64) -> Record {
         Record {
@@ -349,14 +629,152 @@ mod tests {
         });
         let d: Vec<_> = log.records.iter().map(|r| r.durable_ns).collect();
         assert_eq!(d, [Some(1000), Some(1000), None]);
-        log.retire(999);
+        log.retire(999, 0);
         assert_eq!(log.records.len(), 3);
-        log.retire(1000);
+        // With a mapping-loss window durable writes stay until it is over.
+        log.retire(1000, 500);
+        assert_eq!(log.records.len(), 3);
+        log.retire(1000, 0);
         assert_eq!(log.records.len(), 1);
         assert_eq!(log.undo_bytes, 4096);
-        let (lost, survived) = log.take_lost(5000);
-        assert_eq!((lost.len(), survived), (1, 0));
-        assert_eq!(lost[0].offset, 8192);
+        let plan = plan_cut(log.take_all(), 5000, Classes::default(), &mut Rng::new(1));
+        assert_eq!((plan.lost.len(), plan.survived), (1, 0));
+        assert_eq!(plan.lost[0].offset, 8192);
+        assert_eq!(plan.lost[0].cause, LossCause::Unprogrammed);
+        assert_eq!(plan.restores.len(), 1);
+        assert_eq!(plan.restores[0].0, 8192);
+        assert!(plan.restores[0].1 == vec![8192u64 as u8; 4096]);
+    }
+
+    /// The store after `plan`'s restores over `img`.
+    fn restored(mut img: Vec<u8>, plan: &CutPlan) -> Vec<u8> {
+        for (o, d) in &plan.restores {
+            img[*o as usize..*o as usize + d.len()].copy_from_slice(d);
+        }
+        img
+    }
+
+    /// Writes of `(offset, len, byte)` in order on a zeroed image: the
+    /// records (each keeping what it overwrote) and the image after them.
+    fn written(ws: &[(u64, usize, u8)], durable: &[Option<u64>]) -> (Vec<Record>, Vec<u8>) {
+        let mut img = vec![0u8; 1 << 16];
+        let mut recs = Vec::new();
+        for (i, &(o, n, b)) in ws.iter().enumerate() {
+            let at = o as usize..o as usize + n;
+            recs.push(Record {
+                offset: o,
+                undo: img[at.clone()].to_vec(),
+                submitted_ns: 10 * i as u64,
+                acked_ns: 10 * i as u64 + 5,
+                units_end: i as u64 + 1,
+                durable_ns: durable[i],
+            });
+            img[at].fill(b);
+        }
+        (recs, img)
+    }
+
+    /// The image after replaying only `keep(i, sector)` of the writes.
+    fn replay(ws: &[(u64, usize, u8)], keep: impl Fn(usize, u64) -> bool) -> Vec<u8> {
+        let mut img = vec![0u8; 1 << 16];
+        for (i, &(o, n, b)) in ws.iter().enumerate() {
+            for s in (o..o + n as u64).step_by(512) {
+                if keep(i, s) {
+                    img[s as usize..s as usize + 512].fill(b);
+                }
+            }
+        }
+        img
+    }
+
+    #[test]
+    fn failure_classes_lose_what_they_say_and_the_store_agrees() {
+        // Overlapping writes; the first two durable (at 12 and 22), the
+        // rest pending at the cut (t = 100).
+        let ws = [
+            (0, 8192, 1),
+            (4096, 8192, 2),
+            (2048, 4096, 3),
+            (8192, 16384, 4),
+            (0, 1024, 5),
+            (20480, 4096, 6),
+        ];
+        let durable = [Some(12), Some(22), None, None, None, None];
+        let all = Classes {
+            shorn: 0.5,
+            unserializable: 0.3,
+            mapping: 0.5,
+            window_ms: 1,
+        };
+        let (mut shorn, mut reordered, mut mapping) = (0, 0, 0);
+        for seed in 0..200 {
+            let (recs, img) = written(&ws, &durable);
+            let plan = plan_cut(recs, 100, all, &mut Rng::new(seed));
+            // The same seed, the same cut.
+            let (again, _) = written(&ws, &durable);
+            let twice = plan_cut(again, 100, all, &mut Rng::new(seed));
+            assert_eq!(plan.lost, twice.lost);
+            // Each write keeps or loses the sectors the report says, and
+            // the store equals the replay of what was kept.
+            let lost_at = |i: usize, s: u64| {
+                plan.lost.iter().any(|l| {
+                    let whole = l.shorn_from.unwrap_or([l.offset, l.length]);
+                    whole[0] == ws[i].0
+                        && whole[1] == ws[i].1 as u64
+                        && l.submitted_model_ns == 10 * i as u64
+                        && l.offset <= s
+                        && s < l.offset + l.length
+                })
+            };
+            assert!(
+                restored(img, &plan) == replay(&ws, |i, s| !lost_at(i, s)),
+                "seed {seed}: {:?}",
+                plan.lost
+            );
+            for l in &plan.lost {
+                match l.cause {
+                    // Only the window's durable writes lose their mapping.
+                    LossCause::Mapping => {
+                        assert!(plan.mapping_lost && l.submitted_model_ns < 20);
+                        mapping += 1;
+                    }
+                    LossCause::Shorn => {
+                        let [o, n] = l.shorn_from.unwrap();
+                        assert!(l.offset > o && l.offset + l.length == o + n);
+                        assert_eq!(l.offset % 512, 0);
+                        shorn += 1;
+                    }
+                    LossCause::Unprogrammed => assert!(l.submitted_model_ns >= 20),
+                }
+            }
+            reordered += plan.reordered;
+        }
+        // Every class showed up.
+        assert!(shorn > 0 && reordered > 0 && mapping > 0);
+        // Off, a cut loses exactly the pending writes, the latest ones.
+        let (recs, img) = written(&ws, &durable);
+        let plan = plan_cut(recs, 100, Classes::default(), &mut Rng::new(9));
+        let lost: Vec<_> = plan
+            .lost
+            .iter()
+            .map(|l| l.submitted_model_ns / 10)
+            .collect();
+        assert_eq!(lost, [2, 3, 4, 5]);
+        assert!(plan.lost.iter().all(|l| l.cause == LossCause::Unprogrammed));
+        assert!(restored(img, &plan) == replay(&ws, |i, _| i < 2));
+    }
+
+    #[test]
+    fn ranges_merge_and_leave_the_gaps() {
+        let mut r = Ranges::default();
+        r.add(10, 20);
+        r.add(30, 40);
+        assert_eq!(r.uncovered(0, 50), [(0, 10), (20, 30), (40, 50)]);
+        assert_eq!(r.uncovered(12, 18), []);
+        assert_eq!(r.uncovered(15, 35), [(20, 30)]);
+        r.add(20, 30);
+        assert_eq!(r.0.len(), 1);
+        assert_eq!(r.uncovered(0, 50), [(0, 10), (40, 50)]);
     }
 
     #[test]

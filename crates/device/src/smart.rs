@@ -4,10 +4,12 @@
 //!
 //! Only what the model computes is shown: host and NAND traffic, erase
 //! counts, wear against the rated P/E cycles (`[wear] rated_pe_cycles`;
-//! without it the life attributes are left out). The model has no media
-//! errors, retired blocks or life-curve throttling, so the attributes that
-//! count them read 0 (or 100 for a normalised "nothing happened"); power-on
-//! time and temperature are not modelled and not shown.
+//! without it the life attributes are left out), and what injected faults
+//! did ([`Errors`]): grown bad blocks, uncorrectable reads, power cuts
+//! (unsafe shutdowns), where the family's attribute set counts them.
+//! Program and erase failures are not told apart (both show as grown bad
+//! blocks); life-curve throttling, power-on time and temperature are not
+//! modelled and not shown.
 
 use serde::{Deserialize, Serialize};
 use vssd_model::Counters;
@@ -45,8 +47,30 @@ pub struct NvmeHealth {
     pub host_read_commands: u64,
     /// Host write commands.
     pub host_write_commands: u64,
-    /// Media and data integrity errors (the model has none).
+    /// Media and data integrity errors: uncorrectable reads (media-wear).
     pub media_errors: u64,
+    /// Available spare, percent: spare blocks left of those the drive had
+    /// before grown bad blocks.
+    #[serde(default = "hundred")]
+    pub available_spare: u8,
+    /// Unsafe shutdowns: power cuts.
+    #[serde(default)]
+    pub unsafe_shutdowns: u64,
+}
+
+fn hundred() -> u8 {
+    100
+}
+
+/// What faults did, for the attributes that count it.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Errors {
+    /// Reads the media-wear model failed.
+    pub uncorrectable_reads: u64,
+    /// Power cuts (unsafe shutdowns).
+    pub power_cuts: u64,
+    /// Spare blocks left, percent of the drive's own.
+    pub spare_percent: f64,
 }
 
 /// `vssd ctl smart`'s result.
@@ -91,8 +115,25 @@ impl Builder {
     }
 }
 
-/// The SMART view of a drive of `profile` whose counters are `c`.
+/// The SMART view of a drive of `profile` whose counters are `c`, with no
+/// faults injected.
 pub fn report(profile: &Profile, c: &Counters) -> SmartReport {
+    report_with(
+        profile,
+        c,
+        &Errors {
+            spare_percent: 100.0,
+            ..Errors::default()
+        },
+    )
+}
+
+/// The SMART view of a drive of `profile` whose counters are `c` and to
+/// which faults did `e`.
+pub fn report_with(profile: &Profile, c: &Counters, e: &Errors) -> SmartReport {
+    const GROWN: &str = "grown_bad_blocks";
+    const UNC: &str = "faults.uncorrectable_reads (media-wear)";
+    const CUTS: &str = "power cuts (ctl power-cut)";
     let identity = profile.identity();
     let set = identity.smart;
     let rated = profile.wear.rated_pe_cycles;
@@ -105,6 +146,24 @@ pub fn report(profile: &Profile, c: &Counters) -> SmartReport {
     let mut nvme = None;
     match set {
         SmartSet::Intel => {
+            // Intel SSD 320 product specification: 05h re-allocated
+            // (retired) block count, BBh uncorrectable errors, C0h unsafe
+            // shutdowns.
+            b.add(
+                5,
+                "Reallocated_Sector_Ct",
+                Some(100),
+                c.grown_bad_blocks,
+                GROWN,
+            );
+            b.add(
+                187,
+                "Uncorrectable_Error_Cnt",
+                Some(100),
+                e.uncorrectable_reads,
+                UNC,
+            );
+            b.add(192, "Unsafe_Shutdown_Count", Some(100), e.power_cuts, CUTS);
             b.add(
                 225,
                 "Host_Writes_32MiB",
@@ -135,22 +194,30 @@ pub fn report(profile: &Profile, c: &Counters) -> SmartReport {
                 170,
                 "Grown_Failing_Block_Ct",
                 Some(100),
-                0,
-                "none (no failures modelled)",
+                c.grown_bad_blocks,
+                GROWN,
             );
             b.add(
                 171,
                 "Program_Fail_Count",
                 Some(100),
                 0,
-                "none (no failures modelled)",
+                "none (program and erase failures are counted in 170)",
             );
             b.add(
                 172,
                 "Erase_Fail_Count",
                 Some(100),
                 0,
-                "none (no failures modelled)",
+                "none (program and erase failures are counted in 170)",
+            );
+            b.add(174, "Unexpect_Power_Loss_Ct", Some(100), e.power_cuts, CUTS);
+            b.add(
+                187,
+                "Reported_Uncorrect",
+                Some(100),
+                e.uncorrectable_reads,
+                UNC,
             );
             let v = pct.map(|p| life(p, 0)).or(Some(100));
             b.add(173, "Wear_Leveling_Count", v, avg, "erase_count_avg");
@@ -167,6 +234,21 @@ pub fn report(profile: &Profile, c: &Counters) -> SmartReport {
             );
         }
         SmartSet::Sandforce => {
+            b.add(
+                5,
+                "Retired_Block_Count",
+                Some(100),
+                c.grown_bad_blocks,
+                GROWN,
+            );
+            b.add(174, "Unexpect_Power_Loss_Ct", Some(100), e.power_cuts, CUTS);
+            b.add(
+                187,
+                "Reported_Uncorrect",
+                Some(100),
+                e.uncorrectable_reads,
+                UNC,
+            );
             b.add(
                 230,
                 "Life_Curve_Status",
@@ -329,10 +411,14 @@ pub fn report(profile: &Profile, c: &Counters) -> SmartReport {
                 data_units_written: units(c.host_written_bytes),
                 host_read_commands: c.host_read_cmds,
                 host_write_commands: c.host_write_cmds,
-                media_errors: 0,
+                media_errors: e.uncorrectable_reads,
+                available_spare: e.spare_percent.clamp(0.0, 100.0).floor() as u8,
+                unsafe_shutdowns: e.power_cuts,
             });
         }
     }
+    // In ID order, as smartctl lists them.
+    b.0.sort_by_key(|a| a.id);
     SmartReport {
         identity,
         set,

@@ -210,7 +210,13 @@ impl ServeProcess {
         &self,
         trigger: vssd_ctl::protocol::CutTrigger,
     ) -> Result<(), ServeProcessError> {
-        vssd_ctl::request(&self.control, &CtlRequest::PowerCut { trigger })?;
+        vssd_ctl::request(
+            &self.control,
+            &CtlRequest::PowerCut {
+                trigger,
+                restart_after_ms: None,
+            },
+        )?;
         Ok(())
     }
 

@@ -439,6 +439,18 @@ impl Blocks {
         self.free[die].pop_back()
     }
 
+    /// Take block `b` out of `die`'s pool (it is retired); false if it is
+    /// not there.
+    pub(crate) fn take_free(&mut self, die: usize, b: u32) -> bool {
+        match self.free[die].iter().position(|&x| x == b) {
+            Some(i) => {
+                self.free[die].remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Block `b` (free, unerased) goes back to the end of `die`'s pool.
     #[inline]
     pub(crate) fn push_free(&mut self, die: usize, b: u32) {
@@ -770,16 +782,12 @@ impl Blocks {
             ));
         }
         let retired = BlockState::Retired as u8;
-        if let Some(b) =
-            (0..nblocks).find(|&b| (self.state[b] == retired) != g.is_retired(b as u32))
+        // Factory-retired blocks stay retired; any other retired block is a
+        // grown bad block (`grown.rs`).
+        if let Some(b) = (0..nblocks).find(|&b| g.is_retired(b as u32) && self.state[b] != retired)
         {
-            let (now, want) = if g.is_retired(b as u32) {
-                ("in service", "retired")
-            } else {
-                ("retired", "in service")
-            };
             return Err(format!(
-                "block {b} is {now} but the geometry says it is {want}"
+                "block {b} is in service but the geometry says it is retired"
             ));
         }
         if let Some(b) = (0..nblocks).find(|&b| self.state[b] == retired && self.valid[b] != 0) {

@@ -160,7 +160,7 @@ impl Ssd {
     }
 
     /// Make full block `victim` of `die` the collection in progress.
-    fn begin_victim(&mut self, die: usize, victim: u32, foreground: bool) {
+    pub(super) fn begin_victim(&mut self, die: usize, victim: u32, foreground: bool) {
         let need = self.blocks.valid(victim);
         self.blocks.make_victim(&self.geo, victim);
         let upb = if !self.reduction.enabled() {

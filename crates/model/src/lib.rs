@@ -249,6 +249,10 @@ pub struct Counters {
     /// mean erase count over the rated P/E cycles × 100 (may exceed 100).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wear_percent_used: Option<f64>,
+    /// Blocks retired in service (grown bad blocks), not counting the
+    /// factory-retired ones of the geometry.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub grown_bad_blocks: u64,
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -277,6 +281,7 @@ pub enum Precondition {
 }
 
 pub(crate) mod ssd;
+pub use grown::RetireError;
 pub use persist::PersistError;
 pub use precondition::{MAX_REQUEST_BYTES, PreconditionRun, Progress, TRIM_PIECE_UNITS};
 pub use ssd::Ssd;
@@ -286,6 +291,7 @@ mod buffer;
 mod channel;
 mod gc;
 mod geo;
+mod grown;
 mod hybrid;
 mod invariants;
 mod log_blocks;

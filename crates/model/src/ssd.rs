@@ -117,7 +117,7 @@ impl Ssd {
     /// Counters, with derived figures (write amplification, wear) computed now.
     pub fn counters(&self) -> Counters {
         let r = &self.raw;
-        let in_service = self.blocks.count() - self.geo.retired as usize;
+        let in_service = self.blocks.count() - self.retired_blocks();
         let n = in_service.max(1);
         let (mn, mx, sum) = self.blocks.wear();
         let pending = self.release.pending_units();
@@ -165,6 +165,7 @@ impl Ssd {
             map_writes: r.get(Count::MapWrites),
             wear_percent_used: (self.geo.rated_pe > 0)
                 .then(|| sum as f64 / n as f64 / self.geo.rated_pe as f64 * 100.0),
+            grown_bad_blocks: self.grown_bad_blocks(),
         }
     }
 
@@ -317,7 +318,7 @@ impl Ssd {
         if self.geo.rated_pe == 0 {
             return false;
         }
-        let in_service = (self.blocks.count() - self.geo.retired as usize).max(1);
+        let in_service = (self.blocks.count() - self.retired_blocks()).max(1);
         let (_, _, sum) = self.blocks.wear();
         sum >= self.geo.rated_pe as u64 * in_service as u64
     }
@@ -359,6 +360,15 @@ impl Ssd {
         fresh
             .blocks
             .set_erase_counts(self.blocks.take_erase_counts());
+        // Grown bad blocks stay out of service.
+        let retired = super::types::BlockState::Retired as u8;
+        for b in 0..self.blocks.count() as u32 {
+            if self.blocks.state_byte(b) == retired && !self.geo.is_retired(b) {
+                let die = self.geo.die_of_block(b) as usize;
+                fresh.blocks.take_free(die, b);
+                fresh.blocks.set_state(b, super::types::BlockState::Retired);
+            }
+        }
         fresh.raw = std::mem::take(&mut self.raw);
         fresh.timelines = Timelines::idle_from(&fresh.geo, self.timelines.now());
         *self = fresh;

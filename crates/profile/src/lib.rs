@@ -15,8 +15,8 @@ mod validate;
 
 use period::is_default;
 pub use period::{
-    Controller, EndOfLife, Mapping, MappingPolicy, Reduction, Reliability, SlcCache, SlcMode, Spec,
-    Trim, Wear,
+    CellType, Controller, EndOfLife, Mapping, MappingPolicy, Reduction, Reliability, SlcCache,
+    SlcMode, Spec, Trim, Wear,
 };
 
 pub use fit::FitParam;

@@ -178,8 +178,9 @@ pub enum EndOfLife {
 }
 
 /// `[reliability]`: how the drive behaves when its power goes
-/// (`vssd ctl power-cut`, see docs/faults.md).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+/// (`vssd ctl power-cut`) and what its NAND's error model is (`vssd ctl
+/// fault add media-wear`); see docs/faults.md.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Reliability {
     /// Power-loss protection (capacitors that let the drive program its
@@ -190,6 +191,103 @@ pub struct Reliability {
     /// without programming the write buffer, so they protect nothing
     /// from a power cut. Off by default; no preset sets it.
     pub flush_lies: bool,
+    /// Zheng et al. (FAST 2013) "shorn writes": the probability that a
+    /// write a cut loses is instead cut at a sector boundary inside it, its
+    /// first sectors programmed, the rest lost. 0 (off) in every preset.
+    pub shorn_write_probability: f64,
+    /// Zheng et al. "unserializable writes": the probability that a write
+    /// a cut would lose was programmed anyway (out of order), so a later
+    /// write survives an earlier lost one. 0 (off) in every preset.
+    pub unserializable_write_probability: f64,
+    /// Zheng et al. "metadata corruption": the probability that a cut
+    /// also loses the mapping-table updates of the last
+    /// `mapping_loss_window_ms`, so writes already durable there (flushed
+    /// ones too) read their old data again. 0 (off) in every preset.
+    pub mapping_loss_probability: f64,
+    /// How far back (drive time, ms) a lost mapping update reaches.
+    pub mapping_loss_window_ms: u64,
+    /// The NAND's cell type, for the raw bit-error model of `fault add
+    /// media-wear` (default `mlc`).
+    pub cell: CellType,
+    /// Bits the ECC corrects per codeword (0: the cell type's default).
+    pub ecc_bits: u32,
+    /// Data bytes per ECC codeword (0: the cell type's default).
+    pub ecc_codeword: Bytes,
+}
+
+impl Default for Reliability {
+    fn default() -> Self {
+        Reliability {
+            power_loss_protection: false,
+            flush_lies: false,
+            shorn_write_probability: 0.0,
+            unserializable_write_probability: 0.0,
+            mapping_loss_probability: 0.0,
+            mapping_loss_window_ms: 1000,
+            cell: CellType::Mlc,
+            ecc_bits: 0,
+            ecc_codeword: Bytes(0),
+        }
+    }
+}
+
+impl Reliability {
+    /// The ECC: (correctable bits, data bytes) per codeword.
+    pub fn ecc(&self) -> (u32, u64) {
+        let (bits, bytes) = self.cell.default_ecc();
+        (
+            if self.ecc_bits > 0 {
+                self.ecc_bits
+            } else {
+                bits
+            },
+            if self.ecc_codeword.0 > 0 {
+                self.ecc_codeword.0
+            } else {
+                bytes
+            },
+        )
+    }
+}
+
+/// `[reliability] cell`: bits per NAND cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CellType {
+    /// One bit per cell.
+    Slc,
+    /// Two bits per cell.
+    #[default]
+    Mlc,
+    /// Three bits per cell.
+    Tlc,
+}
+
+impl CellType {
+    /// The ECC a controller of the period used with this NAND when the
+    /// profile does not say: (correctable bits, data bytes) per codeword.
+    /// SLC 1 bit / 512 B and MLC 4 bits / 512 B are the NAND makers'
+    /// requirements of the 50 nm era (Samsung's NAND reliability FAQ rates
+    /// SLC "@1-bit error allowable"; the K9G8G08U0M MLC data sheet: "5K
+    /// program/erase cycles (with 4bit/512byte ECC)"); TLC 40 bits / 1 KiB
+    /// is an assumption (the BCH strength of TLC controllers before LDPC).
+    /// Sources in docs/faults.md.
+    pub fn default_ecc(self) -> (u32, u64) {
+        match self {
+            CellType::Slc => (1, 512),
+            CellType::Mlc => (4, 512),
+            CellType::Tlc => (40, 1024),
+        }
+    }
+
+    /// The name used in profiles.
+    pub fn name(self) -> &'static str {
+        match self {
+            CellType::Slc => "slc",
+            CellType::Mlc => "mlc",
+            CellType::Tlc => "tlc",
+        }
+    }
 }
 
 /// `[controller]`: controller traits that are not timings.
@@ -398,6 +496,41 @@ pub(super) fn validate(p: &Profile, origin: &str) -> Result<(), ProfileError> {
             "wear.rated_pe_cycles",
             0,
             "must be set (1..=10000000) when wear.end_of_life is",
+        ));
+    }
+    let r = &p.reliability;
+    for (field, v) in [
+        (
+            "reliability.shorn_write_probability",
+            r.shorn_write_probability,
+        ),
+        (
+            "reliability.unserializable_write_probability",
+            r.unserializable_write_probability,
+        ),
+        (
+            "reliability.mapping_loss_probability",
+            r.mapping_loss_probability,
+        ),
+    ] {
+        range_f(origin, field, v, 0.0, 1.0)?;
+    }
+    range_u(
+        origin,
+        "reliability.mapping_loss_window_ms",
+        r.mapping_loss_window_ms,
+        1,
+        3_600_000,
+    )?;
+    range_u(origin, "reliability.ecc_bits", r.ecc_bits as u64, 0, 4096)?;
+    if r.ecc_codeword.0 != 0
+        && !(r.ecc_codeword.0.is_power_of_two() && (512..=16384).contains(&r.ecc_codeword.0))
+    {
+        return Err(invalid(
+            origin,
+            "reliability.ecc_codeword",
+            r.ecc_codeword.0,
+            "a power of two from 512 to 16384 bytes (0: the cell type's default)",
         ));
     }
     Ok(())

@@ -169,20 +169,27 @@ fn script(sc: &Scenario, range: std::ops::Range<usize>, exe: &str) -> String {
                 let conv = if *fsync { " conv=fsync" } else { "" };
                 // A write that fails (the power went) ends the phase, not
                 // the script.
+                // The count is printed after each file: if the machine
+                // loses its power mid-phase, the last one printed stands.
                 s.push_str(&format!(
                     "mkdir -p {FS_MOUNT}\nmountpoint -q {FS_MOUNT} || mount -o {mount_options} {dev} {FS_MOUNT}\n\
-                     n=0\nfor j in $(seq 1 {count}); do\n  \
+                     echo \"@@METRIC {i} files_written 0\"\n\
+                     for j in $(seq 1 {count}); do\n  \
                      {pattern} | head -c {size} | dd of={FS_MOUNT}/p{i}-f$j bs=64k iflag=fullblock{conv} 2>/dev/null || break\n  \
-                     n=$j\ndone\necho \"@@METRIC {i} files_written $n\"\n",
+                     echo \"@@METRIC {i} files_written $j\"\ndone\n",
                     pattern = file_pattern(i),
                 ));
             }
             PhaseKind::Fsck { sets } => {
+                // The kernel replays the journal (mount, umount), then a
+                // read-only e2fsck judges what the drive kept: only then a
+                // repairing pass (if needed) so the files can be read.
                 s.push_str(&format!(
-                    "mountpoint -q {FS_MOUNT} && umount {FS_MOUNT}\n\
-                     e2fsck -fy {dev} >/dev/null 2>&1 && r=0 || r=$?\necho \"@@METRIC {i} fsck_fix_exit $r\"\n\
+                    "mountpoint -q {FS_MOUNT} && umount {FS_MOUNT}\nmkdir -p {FS_MOUNT}\n\
+                     if mount {dev} {FS_MOUNT} 2>/dev/null; then umount {FS_MOUNT}; r=1; else r=0; fi\necho \"@@METRIC {i} replayed $r\"\n\
                      e2fsck -fn {dev} >/tmp/fsck{i}.txt 2>&1 && r=0 || r=$?\necho \"@@METRIC {i} fsck_check_exit $r\"\n\
-                     mkdir -p {FS_MOUNT}\nif mount -o ro {dev} {FS_MOUNT}; then\n  echo \"@@METRIC {i} mounted 1\"\n"
+                     if [ $r -ne 0 ]; then e2fsck -fy {dev} >/dev/null 2>&1 && r=0 || r=$?; fi\necho \"@@METRIC {i} fsck_fix_exit $r\"\n\
+                     if mount -o ro {dev} {FS_MOUNT}; then\n  echo \"@@METRIC {i} mounted 1\"\n"
                 ));
                 for set in sets {
                     let (p, count, size) = (set.phase, set.count, set.size);
@@ -300,10 +307,11 @@ pub(super) fn fault_metrics(
     }
 }
 
-/// An `fsck` phase's metrics: whether e2fsck found the filesystem clean
-/// after its repair pass, and how many of the files the earlier `files`
-/// phases wrote (as far as each got before the power went) read back
-/// intact.
+/// An `fsck` phase's metrics: whether the filesystem was consistent as the
+/// drive kept it (the journal replayed by a mount, then a read-only e2fsck
+/// clean: `fsck_clean`), whether a repairing pass had to change something
+/// (`fsck_fixed`), and how many of the files the earlier `files` phases
+/// wrote (as far as each got before the power went) read back intact.
 #[allow(clippy::too_many_arguments)]
 fn fsck_metrics(
     sets: &[super::scenario::FileSet],
@@ -311,14 +319,18 @@ fn fsck_metrics(
     sc: &Scenario,
     fix_exit: f64,
     check_exit: f64,
+    replayed: f64,
     mounted: f64,
     bad: &[(usize, u32)],
     m: &mut BTreeMap<String, f64>,
 ) {
+    // The read-only check ran before any repair: exit 0 is clean as kept.
     m.insert("fsck_fixed".into(), f64::from(u8::from(fix_exit != 0.0)));
     m.insert(
         "fsck_clean".into(),
-        f64::from(u8::from(check_exit == 0.0 && mounted == 1.0)),
+        f64::from(u8::from(
+            check_exit == 0.0 && replayed == 1.0 && mounted == 1.0,
+        )),
     );
     let (mut checked, mut intact, mut lost, mut synced_lost) = (0u64, 0u64, 0u64, 0u64);
     for set in sets {
@@ -650,11 +662,44 @@ pub fn run(
                 }
             }
         };
+        // When the drive's power goes, the machine goes with it: the boot
+        // ends there (a guest would otherwise wait on a disk that is gone).
+        let power_lost = Arc::new(AtomicBool::new(false));
+        let watch_done = Arc::new(AtomicBool::new(false));
+        let watcher = sc
+            .phases
+            .iter()
+            .any(|p| matches!(p.kind, PhaseKind::PowerCut { .. }))
+            .then(|| {
+                let (control, lost, done) = (
+                    serve.control.clone(),
+                    power_lost.clone(),
+                    watch_done.clone(),
+                );
+                std::thread::spawn(move || {
+                    while !done.load(Ordering::SeqCst) {
+                        let off = vssd_ctl::request(&control, &CtlRequest::FaultList)
+                            .ok()
+                            .and_then(|v| v["power"]["powered"].as_bool())
+                            == Some(false);
+                        if off {
+                            lost.store(true, Ordering::SeqCst);
+                            return;
+                        }
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                })
+            });
         let run = Guest::new()
             .accel(accel)
             .disk(serve.disk())
             .cancel_on(o.cancel.clone())
+            .power_loss_on(power_lost.clone())
             .run_script_streaming(&script(sc, seg.clone(), &exe), o.timeout, on_line);
+        watch_done.store(true, Ordering::SeqCst);
+        if let Some(w) = watcher {
+            let _ = w.join();
+        }
         let run = match run {
             Ok(r) => r,
             Err(e) => {
@@ -674,9 +719,30 @@ pub fn run(
         let reports = reports.into_inner().unwrap_or_else(|e| e.into_inner());
         let snaps = snaps.into_inner().unwrap_or_else(|e| e.into_inner());
         let times = times.into_inner().unwrap_or_else(|e| e.into_inner());
+        // The power took the machine down: the phase it was in ends there.
+        let lost_at = if run.powered_off {
+            Some(snap(&serve)?)
+        } else {
+            None
+        };
         for i in seg.clone() {
             let mut r = new_phase(i);
-            let (Some(b), Some(e)) = (snaps.get(&(i, true)), snaps.get(&(i, false))) else {
+            let end = match (snaps.get(&(i, false)), &lost_at, snaps.get(&(i, true))) {
+                (Some(e), _, _) => Some(e),
+                (None, Some(l), Some(_)) => {
+                    r.metrics.insert("power_lost".into(), 1.0);
+                    Some(l)
+                }
+                _ => None,
+            };
+            if lost_at.is_some() && !snaps.contains_key(&(i, true)) {
+                // Never started: the machine was off.
+                r.metrics.insert("not_run".into(), 1.0);
+                progress.end(i, &r);
+                phases.push(r);
+                continue;
+            }
+            let (Some(b), Some(e)) = (snaps.get(&(i, true)), end) else {
                 incomplete.get_or_insert_with(|| {
                     format!(
                         "phase {} did not finish (guest exit {}):\n{}",
@@ -752,15 +818,19 @@ pub fn run(
                 }
                 PhaseKind::Fsck { sets } => {
                     let get = |n: &str| from_guest.get(&(i, n.to_string())).copied();
-                    if let (Some(fix), Some(check), Some(mounted)) =
-                        (get("fsck_fix_exit"), get("fsck_check_exit"), get("mounted"))
-                    {
+                    if let (Some(fix), Some(check), Some(replayed), Some(mounted)) = (
+                        get("fsck_fix_exit"),
+                        get("fsck_check_exit"),
+                        get("replayed"),
+                        get("mounted"),
+                    ) {
                         fsck_metrics(
                             sets,
                             &phases,
                             sc,
                             fix,
                             check,
+                            replayed,
                             mounted,
                             &bad_files(&run.output, i),
                             &mut r.metrics,
@@ -802,7 +872,7 @@ pub fn run(
             progress.end(i, &r);
             phases.push(r);
         }
-        if run.exit_code != 0 {
+        if run.exit_code != 0 && !run.powered_off {
             incomplete.get_or_insert_with(|| {
                 format!(
                     "the guest script failed (exit {}):\n{}",

@@ -474,14 +474,14 @@ fn losses(r: &BenchResults) -> Vec<String> {
                     m(p, "synced_files_lost"),
                 ) {
                     v.push(format!(
-                        "{}: e2fsck {}{}; {i} of {c} files written read back intact, {s} fsynced files lost",
+                        "{}: after the journal replay, e2fsck -n found it {}{}; {i} of {c} files written read back intact, {s} fsynced files lost",
                         p.name,
+                        if clean == 1.0 { "clean" } else { "NOT clean" },
                         if m(p, "fsck_fixed") == Some(1.0) {
-                            "repaired (journal replay), then "
+                            " (e2fsck -y repaired it)"
                         } else {
                             ""
                         },
-                        if clean == 1.0 { "clean" } else { "NOT clean" },
                     ));
                 }
             }

@@ -44,7 +44,7 @@ use std::time::Duration;
 
 pub use accel::Accel;
 pub use image::{GuestImage, ensure_image, guest_dir};
-pub use run::{Disk, Guest, GuestRun, detect_accel, run_script};
+pub use run::{Disk, Guest, GuestRun, POWER_LOST, detect_accel, run_script};
 
 /// Everything that can go wrong while preparing or running a test guest.
 #[derive(Debug, thiserror::Error)]

@@ -61,6 +61,8 @@ pub struct Guest {
     kernel_args: Vec<String>,
     console_log: Option<PathBuf>,
     cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    power_loss: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    vhost_reconnect: Option<u32>,
 }
 
 impl Default for Guest {
@@ -85,7 +87,14 @@ pub struct GuestRun {
     pub accel: Accel,
     /// The full serial console log (kernel messages included).
     pub console: String,
+    /// The machine lost its power ([`Guest::power_loss_on`]): QEMU was
+    /// killed, `output` is what the script printed until then and
+    /// `exit_code` is [`POWER_LOST`].
+    pub powered_off: bool,
 }
+
+/// [`GuestRun::exit_code`] of a run whose machine lost its power.
+pub const POWER_LOST: i32 = -1;
 
 impl GuestRun {
     /// Fails with a readable message (output included) unless the script
@@ -117,6 +126,8 @@ impl Guest {
             kernel_args: Vec::new(),
             console_log: None,
             cancel: None,
+            power_loss: None,
+            vhost_reconnect: None,
         }
     }
 
@@ -154,6 +165,24 @@ impl Guest {
     /// `flag` becomes true, e.g. from a Ctrl-C handler.
     pub fn cancel_on(mut self, flag: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Self {
         self.cancel = Some(flag);
+        self
+    }
+
+    /// The machine loses its power as soon as `flag` becomes true: QEMU is
+    /// killed and the run returns what the script printed so far
+    /// ([`GuestRun::powered_off`]). A test sets it when the drive's power
+    /// goes, so the guest stops with its drive as a machine does, instead
+    /// of waiting on a disk that is gone.
+    pub fn power_loss_on(mut self, flag: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Self {
+        self.power_loss = Some(flag);
+        self
+    }
+
+    /// QEMU reconnects to vhost-user backends that close the connection,
+    /// trying every `seconds` (`-chardev socket,...,reconnect=N`): the
+    /// device comes back when the backend takes connections again.
+    pub fn vhost_reconnect(mut self, seconds: u32) -> Self {
+        self.vhost_reconnect = Some(seconds);
         self
     }
 
@@ -244,7 +273,14 @@ impl Guest {
                         ));
                     }
                     let sock = qemu_escape(&path_opt(socket)?);
-                    push(&["-chardev", &format!("socket,id=vu{i},path={sock}")]);
+                    let reconnect = self
+                        .vhost_reconnect
+                        .map(|n| format!(",reconnect={n}"))
+                        .unwrap_or_default();
+                    push(&[
+                        "-chardev",
+                        &format!("socket,id=vu{i},path={sock}{reconnect}"),
+                    ]);
                     push(&[
                         "-device",
                         &format!("vhost-user-blk-pci,chardev=vu{i},num-queues={num_queues}"),
@@ -398,6 +434,37 @@ impl Guest {
                 let _ = child.0.wait();
                 return Err(GuestError::Cancelled);
             }
+            if c.finished.is_none()
+                && self
+                    .power_loss
+                    .as_ref()
+                    .is_some_and(|f| f.load(std::sync::atomic::Ordering::SeqCst))
+            {
+                child.kill();
+                let _ = child.0.wait();
+                let log = read_lossy(&console_path);
+                let c = console::parse(&log, &token);
+                let output = c.lines_so_far.unwrap_or_default();
+                output
+                    .get(streamed..)
+                    .unwrap_or("")
+                    .lines()
+                    .for_each(&mut *on_line);
+                log::info!(
+                    "guest ({}): the machine lost its power after {:.1} s",
+                    accel.name(),
+                    start.elapsed().as_secs_f64()
+                );
+                return Ok(GuestRun {
+                    output,
+                    exit_code: POWER_LOST,
+                    boot_time: boot_time.unwrap_or_else(|| start.elapsed()),
+                    total_time: start.elapsed(),
+                    accel,
+                    console: log,
+                    powered_off: true,
+                });
+            }
             if start.elapsed() > timeout {
                 child.kill();
                 let log = read_lossy(&console_path);
@@ -446,6 +513,7 @@ impl Guest {
             total_time,
             accel,
             console: log,
+            powered_off: false,
         })
     }
 }

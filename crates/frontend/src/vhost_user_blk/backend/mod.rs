@@ -284,6 +284,11 @@ impl BlkBackend {
     }
 
     fn complete(&self, vring: &VringRwLock, done: Done, now_ns: u64) {
+        if !self.inner.device.powered() {
+            // A drive without power completes nothing: the request is
+            // dropped (abandoned); QEMU resubmits it after reconnecting.
+            return;
+        }
         if let Err(e) = vring.add_used(done.head, done.used_len) {
             warn!("add_used failed for head {}: {e:?}", done.head);
         }
@@ -326,6 +331,10 @@ impl BlkBackend {
                 debug!("disable_notification: {e:?}");
             }
             loop {
+                if !dev.powered() {
+                    // The power went during the batch: take nothing more.
+                    break;
+                }
                 // Bound the guard to this statement (holding it while
                 // completing would deadlock on the vring lock).
                 let chain = match pop(vring, mem) {
@@ -386,7 +395,7 @@ impl BlkBackend {
             // A broken ring keeps looking non-empty to enable_notification:
             // stop here, or the loop would never end. Same for memory that
             // faulted (the queues are marked broken).
-            if !event_idx || self.is_broken(qi) {
+            if !event_idx || self.is_broken(qi) || !dev.powered() {
                 break;
             }
             match vring.enable_notification() {
@@ -698,10 +707,17 @@ impl VhostUserBackend for BlkBackend {
             return Ok(());
         };
         lock(&self.inner.vrings[thread_id]).get_or_insert_with(|| vring.clone());
+        if u64::from(device_event) == self.timer_event_id() {
+            q.fired();
+        }
+        if !self.inner.device.powered() {
+            // The drive's power is off: it takes no request and completes
+            // none (the daemon closes this connection; what is pending is
+            // dropped with it).
+            return Ok(());
+        }
         if device_event == 0 {
             self.process_queue(thread_id, vring);
-        } else if u64::from(device_event) == self.timer_event_id() {
-            q.fired();
         }
         self.settle(thread_id, vring);
         Ok(())

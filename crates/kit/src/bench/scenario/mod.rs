@@ -219,7 +219,7 @@ fn yes() -> bool {
 }
 
 /// What a `fault` phase does: `ctl fault add` or `ctl fault clear`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum FaultAction {
     /// Register a fault.
     Add(FaultSpec),
@@ -432,7 +432,7 @@ impl PhaseKind {
             PhaseKind::Trim { .. } => &["trim_bytes", "freed_bytes", "trim_cmds"],
             PhaseKind::Fault { .. } => FAULT_METRICS,
             PhaseKind::PowerCut { .. } | PhaseKind::PowerOn => POWER_METRICS,
-            PhaseKind::Files { .. } => &["files_written"],
+            PhaseKind::Files { .. } => &["files_written", "power_lost"],
             PhaseKind::Fsck { .. } => &[
                 "fsck_clean",
                 "fsck_fixed",
