@@ -281,16 +281,15 @@ fn the_fit_recovers_a_known_parameter_with_every_source_left_out() {
     let updated = std::fs::read_to_string(&fitted).unwrap();
     assert!(!updated.contains("write_command_ns = 300000"), "{updated}");
     // validate judges each figure with the fold that never saw its source.
-    let out = run_validate(&[
-        "--all",
-        "--corpus",
-        corpus.to_str().unwrap(),
-        "--fits",
-        fits.to_str().unwrap(),
-        "--capacity",
-        "1G",
-        "--json",
-    ]);
+    let validate = |json: bool| {
+        let mut args = vec!["--all", "--corpus", corpus.to_str().unwrap()];
+        args.extend(["--fits", fits.to_str().unwrap(), "--capacity", "1G"]);
+        if json {
+            args.push("--json");
+        }
+        run_validate(&args)
+    };
+    let out = validate(true);
     assert!(
         out.status.success(),
         "{}",
@@ -307,15 +306,7 @@ fn the_fit_recovers_a_known_parameter_with_every_source_left_out() {
     }
     // A preset changed after its fit is flagged, not silently judged.
     std::fs::write(&fitted, profile(250_000, true)).unwrap();
-    let out = run_validate(&[
-        "--all",
-        "--corpus",
-        corpus.to_str().unwrap(),
-        "--fits",
-        fits.to_str().unwrap(),
-        "--capacity",
-        "1G",
-    ]);
+    let out = validate(false);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("the fit record is stale"), "{text}");
 }

@@ -555,42 +555,43 @@ impl CorpusFile {
 
 /// The built-in corpus, or every `*.toml` of `dir`.
 pub fn load(dir: Option<&Path>) -> Result<Vec<CorpusFile>, ValidateError> {
-    let mut out = Vec::new();
     match dir {
-        None => {
-            for (name, text) in BUILT_IN {
-                out.push(CorpusFile::parse(text, &format!("validation/{name}.toml"))?);
-            }
+        None => BUILT_IN
+            .iter()
+            .map(|(name, text)| CorpusFile::parse(text, &format!("validation/{name}.toml")))
+            .collect(),
+        Some(d) => toml_files(d)?
+            .iter()
+            .map(|(origin, text)| CorpusFile::parse(text, origin))
+            .collect(),
+    }
+}
+
+/// Every `*.toml` of `dir`, in name order, as (path, text): each a regular
+/// file of at most 4 MiB.
+pub fn toml_files(dir: &Path) -> Result<Vec<(String, String)>, ValidateError> {
+    let io = |path: &Path, e: std::io::Error| ValidateError::Io {
+        path: path.display().to_string(),
+        source: e,
+    };
+    let mut paths: Vec<_> = std::fs::read_dir(dir)
+        .map_err(|e| io(dir, e))?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    paths.sort();
+    let mut out = Vec::new();
+    for p in paths {
+        let meta = std::fs::metadata(&p).map_err(|e| io(&p, e))?;
+        if !meta.is_file() || meta.len() > 4 << 20 {
+            return Err(ValidateError::Corpus {
+                origin: p.display().to_string(),
+                msg: "not a regular file of at most 4 MiB".into(),
+            });
         }
-        Some(d) => {
-            let rd = std::fs::read_dir(d).map_err(|e| ValidateError::Io {
-                path: d.display().to_string(),
-                source: e,
-            })?;
-            let mut paths: Vec<_> = rd
-                .filter_map(Result::ok)
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-                .collect();
-            paths.sort();
-            for p in paths {
-                let meta = std::fs::metadata(&p).map_err(|e| ValidateError::Io {
-                    path: p.display().to_string(),
-                    source: e,
-                })?;
-                if !meta.is_file() || meta.len() > 4 << 20 {
-                    return Err(ValidateError::Corpus {
-                        origin: p.display().to_string(),
-                        msg: "not a regular file of at most 4 MiB".into(),
-                    });
-                }
-                let text = std::fs::read_to_string(&p).map_err(|e| ValidateError::Io {
-                    path: p.display().to_string(),
-                    source: e,
-                })?;
-                out.push(CorpusFile::parse(&text, &p.display().to_string())?);
-            }
-        }
+        let text = std::fs::read_to_string(&p).map_err(|e| io(&p, e))?;
+        out.push((p.display().to_string(), text));
     }
     Ok(out)
 }

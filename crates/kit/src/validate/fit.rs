@@ -171,35 +171,19 @@ impl FitRecord {
     }
 }
 
-/// The records of `dir` (`*.toml`), or the built-in ones.
+/// The records of `dir` (`*.toml`), or the built-in ones, by preset.
 pub fn load(dir: Option<&Path>) -> Result<BTreeMap<String, FitRecord>, ValidateError> {
+    let texts: Vec<(String, String)> = match dir {
+        None => BUILT_IN
+            .iter()
+            .map(|(name, text)| (format!("validation/fits/{name}.toml"), text.to_string()))
+            .collect(),
+        Some(d) => super::corpus::toml_files(d)?,
+    };
     let mut out = BTreeMap::new();
-    match dir {
-        None => {
-            for (name, text) in BUILT_IN {
-                let r = FitRecord::parse(text, &format!("validation/fits/{name}.toml"))?;
-                out.insert(r.preset.clone(), r);
-            }
-        }
-        Some(d) => {
-            let rd = std::fs::read_dir(d).map_err(|e| ValidateError::Io {
-                path: d.display().to_string(),
-                source: e,
-            })?;
-            let mut paths: Vec<_> = rd
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-                .collect();
-            paths.sort();
-            for p in paths {
-                let text = std::fs::read_to_string(&p).map_err(|e| ValidateError::Io {
-                    path: p.display().to_string(),
-                    source: e,
-                })?;
-                let r = FitRecord::parse(&text, &p.display().to_string())?;
-                out.insert(r.preset.clone(), r);
-            }
-        }
+    for (origin, text) in &texts {
+        let r = FitRecord::parse(text, origin)?;
+        out.insert(r.preset.clone(), r);
     }
     Ok(out)
 }

@@ -766,6 +766,68 @@ description = "d"
     }
 
     #[test]
+    fn another_capacity_and_another_drive_are_checked() {
+        let with = |extra: &str| {
+            format!(
+                r#"
+preset = "crucial-m4-128"
+drive = "d"
+coverage = "c"
+[[source]]
+id = "s"
+publication = "p"
+title = "t"
+kind = "review"
+[[protocol]]
+id = "p1"
+source = "s"
+description = "d"
+{extra}
+  [[protocol.step]]
+  kind = "fio"
+  name = "m"
+  job = "[m]\nrw=write\nbs=128k\nsize=1g\n"
+"#
+            )
+        };
+        let drive = "[protocol.drive]
+why = \"the 256 GB\"
+set = { \"geometry.dies_per_channel\" = 4, \"geometry.exported_capacity\" = 256060514304 }
+";
+        let f = CorpusFile::parse(&with(drive), "x").unwrap();
+        let d = f.protocol[0].drive.as_ref().unwrap();
+        let p = d.apply(&Profile::load("crucial-m4-128").unwrap()).unwrap();
+        assert_eq!(
+            (p.dies(), p.geometry.exported_capacity.0),
+            (32, 256060514304)
+        );
+        for (extra, want) in [
+            (
+                format!("other_drive = \"x\"\n{drive}"),
+                "exclude each other",
+            ),
+            (
+                "[protocol.drive]\nwhy = \"w\"\nset = {}\n".to_string(),
+                "at least one field",
+            ),
+            // The changed drive must still be a valid profile.
+            (
+                drive.replace("256060514304", "1000000000000"),
+                "geometry.exported_capacity",
+            ),
+            (
+                drive.replace("geometry.dies_per_channel", "geometry.dies"),
+                "numeric field",
+            ),
+        ] {
+            let e = CorpusFile::parse(&with(&extra), "x")
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(want), "{extra}: {e}");
+        }
+    }
+
+    #[test]
     fn a_scaled_run_judges_figures() {
         let files = corpus::load(None).unwrap();
         let f: Vec<CorpusFile> = files
