@@ -292,22 +292,6 @@ impl Objective<'_> {
             .collect()
     }
 
-    /// Normalised coordinates of physical values.
-    fn coords(&self, v: &[f64]) -> Vec<f64> {
-        self.params
-            .iter()
-            .zip(v)
-            .map(|(p, &x)| {
-                let x = x.clamp(p.min, p.max);
-                if p.log {
-                    (x.ln() - p.min.ln()) / (p.max.ln() - p.min.ln())
-                } else {
-                    (x - p.min) / (p.max - p.min)
-                }
-            })
-            .collect()
-    }
-
     /// The training figures' simulated values at physical values `v`.
     fn simulate(&self, v: &[f64]) -> Result<Vec<Option<f64>>, ValidateError> {
         let mut base = self.base.clone();
@@ -380,7 +364,7 @@ fn loss_of(targets: &[Target], sims: &[Option<f64>]) -> f64 {
 }
 
 /// Fit `base`'s free parameters to the figures of `file` not from
-/// `leave_out`, starting from the preset's own values: a coordinate
+/// `leave_out`, starting from the middle of each range: a coordinate
 /// pattern search on the normalised parameters (log-scaled where declared),
 /// its step halved whenever no move along any axis improves the
 /// objective, until the step is 1/128 of a range or the evaluations run
@@ -419,12 +403,11 @@ pub fn fit(
         memo: HashMap::new(),
         evals: 0,
     };
-    let start: Vec<f64> = base
-        .fit
-        .iter()
-        .map(|p| base.param(&p.key).unwrap_or(p.min))
-        .collect();
-    let mut u = obj.coords(&start);
+    // Every search starts in the middle of each range (on its scale), not
+    // at the preset's value: that value came from an earlier fit on every
+    // source, and a fold starting there would carry what its left-out
+    // source taught it wherever the remaining figures do not move it.
+    let mut u = vec![0.5; base.fit.len()];
     let mut best = obj.loss(&u)?;
     progress(obj.evals, best);
     let mut step = 0.25;
@@ -451,20 +434,10 @@ pub fn fit(
             step /= 2.0;
         }
     }
-    // As the profile holds them (integer fields rounded); a parameter the
-    // search left where it started keeps its value exactly (not its
-    // round trip through the normalised coordinates).
-    let u0 = obj.coords(&start);
-    let moved: Vec<f64> = obj
-        .values(&u)
-        .into_iter()
-        .zip(&start)
-        .zip(u.iter().zip(&u0))
-        .map(|((v, &s), (a, b))| if a == b { s } else { v })
-        .collect();
+    // As the profile holds them (integer fields rounded).
     let mut values = Vec::new();
     let mut p = base.clone();
-    for (fp, v) in base.fit.iter().zip(moved) {
+    for (fp, v) in base.fit.iter().zip(obj.values(&u)) {
         p = p.with_param(&fp.key, v)?;
         values.push(p.param(&fp.key).unwrap_or(v));
     }
