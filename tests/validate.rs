@@ -309,6 +309,40 @@ fn the_fit_recovers_a_known_parameter_with_every_source_left_out() {
     let out = validate(false);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("the fit record is stale"), "{text}");
+    // The record applied again without a search makes it current.
+    let apply = |record: &std::path::Path| {
+        Command::new(env!("CARGO_BIN_EXE_vssd"))
+            .args(["calibrate", fitted.to_str().unwrap(), "--fit"])
+            .args(["--capacity", "1G", "--corpus", corpus.to_str().unwrap()])
+            .args(["--record", record.to_str().unwrap()])
+            .args(["--update-preset", fitted.to_str().unwrap(), "--jobs", "2"])
+            .env("RUST_LOG", "error")
+            .output()
+            .unwrap()
+    };
+    let out = apply(&fits.join("fit-test.toml"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&validate(false).stdout).to_string();
+    assert!(!text.contains("stale"), "{text}");
+    // A record of another preset is refused, and the file left as it was.
+    let before = std::fs::read_to_string(&fitted).unwrap();
+    let other = d.join("other.toml");
+    std::fs::write(
+        &other,
+        std::fs::read_to_string(fits.join("fit-test.toml"))
+            .unwrap()
+            .replace("preset = \"fit-test\"", "preset = \"intel-x25m-g1\""),
+    )
+    .unwrap();
+    let out = apply(&other);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not of fit-test"), "{err}");
+    assert_eq!(std::fs::read_to_string(&fitted).unwrap(), before);
 }
 
 #[test]

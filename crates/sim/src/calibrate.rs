@@ -92,6 +92,11 @@ pub struct CalibrateArgs {
     /// TOML file, keeping its comments and layout.
     #[arg(long, value_name = "FILE", requires = "fit")]
     pub update_preset: Option<std::path::PathBuf>,
+    /// With --fit: take the fit from this record (a file `--write` made)
+    /// instead of searching again: its held-out figures are run and, with
+    /// --update-preset, its values written into the profile file.
+    #[arg(long, value_name = "FILE", requires = "fit")]
+    pub record: Option<std::path::PathBuf>,
     /// With --fit: protocols run at once (default: the machine's cores).
     #[arg(long, value_name = "N", requires = "fit")]
     pub jobs: Option<usize>,

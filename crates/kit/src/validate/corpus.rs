@@ -581,17 +581,25 @@ pub fn toml_files(dir: &Path) -> Result<Vec<(String, String)>, ValidateError> {
         .filter(|p| p.extension().is_some_and(|x| x == "toml"))
         .collect();
     paths.sort();
-    let mut out = Vec::new();
-    for p in paths {
-        let meta = std::fs::metadata(&p).map_err(|e| io(&p, e))?;
-        if !meta.is_file() || meta.len() > 4 << 20 {
-            return Err(ValidateError::Corpus {
-                origin: p.display().to_string(),
-                msg: "not a regular file of at most 4 MiB".into(),
-            });
-        }
-        let text = std::fs::read_to_string(&p).map_err(|e| io(&p, e))?;
-        out.push((p.display().to_string(), text));
+    paths
+        .iter()
+        .map(|p| Ok((p.display().to_string(), read_toml_file(p)?)))
+        .collect()
+}
+
+/// One TOML file of the corpus or a fit record: a regular file of at most
+/// 4 MiB.
+pub fn read_toml_file(p: &Path) -> Result<String, ValidateError> {
+    let io = |e: std::io::Error| ValidateError::Io {
+        path: p.display().to_string(),
+        source: e,
+    };
+    let meta = std::fs::metadata(p).map_err(io)?;
+    if !meta.is_file() || meta.len() > 4 << 20 {
+        return Err(ValidateError::Corpus {
+            origin: p.display().to_string(),
+            msg: "not a regular file of at most 4 MiB".into(),
+        });
     }
-    Ok(out)
+    std::fs::read_to_string(p).map_err(io)
 }

@@ -576,9 +576,15 @@ pub fn update_toml(text: &str, keys: &[String], values: &[f64]) -> Result<String
             None if v.fract() != 0.0 => toml_edit::value(*v),
             _ => toml_edit::value(v.round() as i64),
         };
-        // Keep the comment lines above the field.
+        // Replace the value in place: the key, and the comment lines above
+        // it (the key's decor), stay; so does a comment after the value.
         let decor = current.map(|x| x.decor().clone());
-        t.insert(field, new);
+        match t.get_mut(field) {
+            Some(item) => *item = new,
+            None => {
+                t.insert(field, new);
+            }
+        }
         if let (Some(d), Some(val)) = (decor, t.get_mut(field).and_then(|i| i.as_value_mut())) {
             *val.decor_mut() = d;
         }
@@ -624,11 +630,34 @@ pub fn run_cli(a: vssd_sim::calibrate::CalibrateArgs) -> Result<(), ValidateErro
         b.enable_steady_tick(std::time::Duration::from_millis(120));
         b
     });
-    let record = fit_preset(&file, &base, &settings, &|what, n, l| {
-        if let Some(b) = &bar {
-            b.set_message(format!("{what}: {n} evaluations, loss {l:.3}"));
+    let record = match &a.record {
+        Some(path) => {
+            let origin = path.display().to_string();
+            let text = super::corpus::read_toml_file(path)?;
+            let r = FitRecord::parse(&text, &origin)?;
+            let keys: Vec<&str> = base.fit.iter().map(|p| p.key.as_str()).collect();
+            if r.preset != base.name
+                || keys != r.params.iter().map(String::as_str).collect::<Vec<_>>()
+            {
+                return Err(ValidateError::Corpus {
+                    origin,
+                    msg: format!(
+                        "a fit of {} over [{}], not of {} over [{}]",
+                        r.preset,
+                        r.params.join(", "),
+                        base.name,
+                        keys.join(", ")
+                    ),
+                });
+            }
+            r
         }
-    })?;
+        None => fit_preset(&file, &base, &settings, &|what, n, l| {
+            if let Some(b) = &bar {
+                b.set_message(format!("{what}: {n} evaluations, loss {l:.3}"));
+            }
+        })?,
+    };
     if let Some(b) = &bar {
         b.set_message("held-out figures".to_string());
     }
@@ -752,4 +781,38 @@ pub fn run_cli(a: vssd_sim::calibrate::CalibrateArgs) -> Result<(), ValidateErro
     }
     vssd_common::cli_out::print(&o)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::update_toml;
+
+    #[test]
+    fn an_update_keeps_comments_and_writes_each_kind_of_number() {
+        let text = "[host]\n# Why this value.\nwrite_command_ns = 100 # after\n\n[nand]\n# Program time.\nt_prog_us = 900.0\n\n[buffer]\n# A size.\nsize = \"1MiB\"\n";
+        let keys: Vec<String> = [
+            "host.write_command_ns",
+            "nand.t_prog_us",
+            "buffer.size",
+            "host.read_ahead_bytes",
+            "mapping.cache_bytes",
+        ]
+        .iter()
+        .map(|k| k.to_string())
+        .collect();
+        let out = update_toml(text, &keys, &[250.4, 1100.0, 2097152.0, 131072.0, 1000.5]).unwrap();
+        for want in [
+            "# Why this value.\nwrite_command_ns = 250 # after\n",
+            "# Program time.\nt_prog_us = 1100.0\n",
+            "# A size.\nsize = \"2MiB\"\n",
+            "read_ahead_bytes = 131072\n",
+            "[mapping]\ncache_bytes = 1000.5\n",
+        ] {
+            assert!(out.contains(want), "{want:?} not in:\n{out}");
+        }
+        // A size that is not a whole unit is written in bytes.
+        let out = update_toml(text, &keys[2..3], &[1_000_000.0]).unwrap();
+        assert!(out.contains("# A size.\nsize = 1000000\n"), "{out}");
+        assert!(update_toml(text, &["nodot".to_string()], &[1.0]).is_err());
+    }
 }
