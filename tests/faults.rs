@@ -82,19 +82,15 @@ fn line<'a>(out: &'a str, prefix: &str) -> &'a str {
 
 /// A Python function `probe(off, n)` printing `OK`, `EIO` or the errno of
 /// a read, and `same(off, n, byte)` checking what reads back.
-const PROBES: &str = "import errno\n\
-def probe(off, n):\n    try:\n        h.pread(n, off)\n        return 'OK'\n    except nbd.Error as e:\n        return 'EIO' if e.errno in (errno.EIO, 'EIO') else 'errno %s' % e.errno\n\
-def wprobe(off, n, b):\n    try:\n        h.pwrite(bytes([b]) * n, off)\n        return 'OK'\n    except nbd.Error as e:\n        return 'EIO' if e.errno in (errno.EIO, 'EIO') else 'errno %s' % e.errno\n";
-
-#[test]
-fn nbd_read_error_is_eio_at_its_sector_and_nowhere_else() {
-    let dir = scratch_dir();
-    let sock = dir.path().join("nbd.sock");
+/// `vssd serve` of a 64 MiB `preset` in memory with an NBD socket in
+/// `dir`; the socket's path.
+fn serve_nbd(dir: &Path, preset: &str) -> (Serve, std::path::PathBuf) {
+    let sock = dir.join("nbd.sock");
     let serve = Serve::start_with(
-        dir.path(),
+        dir,
         &[
             "--profile",
-            "sata-mlc-2011",
+            preset,
             "--capacity",
             "64M",
             "--memory",
@@ -103,6 +99,17 @@ fn nbd_read_error_is_eio_at_its_sector_and_nowhere_else() {
         ],
         false,
     );
+    (serve, sock)
+}
+
+const PROBES: &str = "import errno\n\
+def probe(off, n):\n    try:\n        h.pread(n, off)\n        return 'OK'\n    except nbd.Error as e:\n        return 'EIO' if e.errno in (errno.EIO, 'EIO') else 'errno %s' % e.errno\n\
+def wprobe(off, n, b):\n    try:\n        h.pwrite(bytes([b]) * n, off)\n        return 'OK'\n    except nbd.Error as e:\n        return 'EIO' if e.errno in (errno.EIO, 'EIO') else 'errno %s' % e.errno\n";
+
+#[test]
+fn nbd_read_error_is_eio_at_its_sector_and_nowhere_else() {
+    let dir = scratch_dir();
+    let (serve, sock) = serve_nbd(dir.path(), "sata-mlc-2011");
     nbdsh(&sock, "h.pwrite(b'\\x5a' * 65536, 0)\nh.flush()");
     // Sector 9 (bytes 4608..5120) cannot be read.
     let added = ctl_json(
@@ -615,20 +622,7 @@ fn expected_after_cut(at: u64, lost: &[(u64, u64, bool)], protected: bool) -> Op
 fn nbd_power_cut_loses_exactly_what_ctl_says() {
     for (preset, protected) in [("sata-mlc-2011", false), ("intel-320-120", true)] {
         let dir = scratch_dir();
-        let sock = dir.path().join("nbd.sock");
-        let serve = Serve::start_with(
-            dir.path(),
-            &[
-                "--profile",
-                preset,
-                "--capacity",
-                "64M",
-                "--memory",
-                "--nbd",
-                &format!("unix:{}", sock.display()),
-            ],
-            false,
-        );
+        let (serve, sock) = serve_nbd(dir.path(), preset);
         nbdsh(&sock, "h.pwrite(b'\\x11' * 1048576, 0)\nh.flush()");
         let armed = ctl_json(&serve.control, &["power-cut", "--after-writes", "4"]);
         assert_eq!(armed["armed"]["writes"], 4, "{armed}");
@@ -713,20 +707,7 @@ fn nbd_power_cut_loses_exactly_what_ctl_says() {
 #[test]
 fn timed_power_cut_and_automatic_power_on() {
     let dir = scratch_dir();
-    let sock = dir.path().join("nbd.sock");
-    let serve = Serve::start_with(
-        dir.path(),
-        &[
-            "--profile",
-            "sata-mlc-2011",
-            "--capacity",
-            "64M",
-            "--memory",
-            "--nbd",
-            &format!("unix:{}", sock.display()),
-        ],
-        false,
-    );
+    let (serve, sock) = serve_nbd(dir.path(), "sata-mlc-2011");
     nbdsh(&sock, "h.pwrite(b'\\x33' * 65536, 0)\nh.flush()");
     let out = ctl(&serve.control, &["power-cut", "--at", "0.001"]);
     assert!(!out.status.success());
@@ -801,20 +782,7 @@ fn timed_power_cut_and_automatic_power_on() {
 fn worn_out_intel_goes_read_only_and_others_keep_going() {
     for (preset, read_only) in [("intel-320-120", true), ("crucial-m4-128", false)] {
         let dir = scratch_dir();
-        let sock = dir.path().join("nbd.sock");
-        let serve = Serve::start_with(
-            dir.path(),
-            &[
-                "--profile",
-                preset,
-                "--capacity",
-                "64M",
-                "--memory",
-                "--nbd",
-                &format!("unix:{}", sock.display()),
-            ],
-            false,
-        );
+        let (serve, sock) = serve_nbd(dir.path(), preset);
         nbdsh(&sock, "h.pwrite(b'\\x33' * 65536, 0)\nh.flush()");
         for bad in ["0", "1001", "nan", "-5"] {
             let out = ctl(&serve.control, &["precondition", &format!("--wear={bad}")]);
@@ -1056,20 +1024,7 @@ fn a_worn_drive_restarted_from_its_state_is_read_only_again() {
 #[test]
 fn nbd_media_wear_fails_some_worn_reads_with_eio() {
     let dir = scratch_dir();
-    let sock = dir.path().join("nbd.sock");
-    let serve = Serve::start_with(
-        dir.path(),
-        &[
-            "--profile",
-            "crucial-m4-128",
-            "--capacity",
-            "64M",
-            "--memory",
-            "--nbd",
-            &format!("unix:{}", sock.display()),
-        ],
-        false,
-    );
+    let (serve, sock) = serve_nbd(dir.path(), "crucial-m4-128");
     nbdsh(&sock, "h.pwrite(b'\\x66' * 4194304, 0)\nh.flush()");
     ctl_json(&serve.control, &["precondition", "--wear", "100"]);
     ctl_json(
