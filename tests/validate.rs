@@ -15,13 +15,28 @@ fn fixture() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/validation-2g.json")
 }
 
-fn run_validate(args: &[&str]) -> std::process::Output {
+/// `vssd ARGS` with only errors logged.
+fn vssd(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_vssd"))
-        .arg("validate")
         .args(args)
         .env("RUST_LOG", "error")
         .output()
         .expect("vssd runs")
+}
+
+/// `vssd ARGS`, which must succeed (its standard error is the message).
+fn vssd_ok(args: &[&str]) -> std::process::Output {
+    let out = vssd(args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn run_validate(args: &[&str]) -> std::process::Output {
+    vssd(&[&["validate"], args].concat())
 }
 
 #[test]
@@ -143,10 +158,7 @@ fn charts_are_written_per_preset() {
 fn the_fit_recovers_a_known_parameter_with_every_source_left_out() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let base = Command::new(env!("CARGO_BIN_EXE_vssd"))
-        .args(["profiles", "show", "sata-mlc-2011"])
-        .output()
-        .unwrap();
+    let base = vssd(&["profiles", "show", "sata-mlc-2011"]);
     let base = String::from_utf8(base.stdout).unwrap();
     let base: String = base
         .lines()
@@ -174,23 +186,16 @@ fn the_fit_recovers_a_known_parameter_with_every_source_left_out() {
     let iops = |qd: u32| -> f64 {
         let jf = d.join(format!("qd{qd}.fio"));
         std::fs::write(&jf, job(qd)).unwrap();
-        let out = Command::new(env!("CARGO_BIN_EXE_vssd"))
-            .args([
-                "sim",
-                "--profile",
-                truth.to_str().unwrap(),
-                "--capacity",
-                "1G",
-            ])
-            .args(["--output-format", "json", jf.to_str().unwrap()])
-            .env("RUST_LOG", "error")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out = vssd_ok(&[
+            "sim",
+            "--profile",
+            truth.to_str().unwrap(),
+            "--capacity",
+            "1G",
+            "--output-format",
+            "json",
+            jf.to_str().unwrap(),
+        ]);
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         v["jobs"][0]["write"]["iops"].as_f64().unwrap()
     };
@@ -231,29 +236,21 @@ fn the_fit_recovers_a_known_parameter_with_every_source_left_out() {
     )
     .unwrap();
     let fits = d.join("fits");
-    let out = Command::new(env!("CARGO_BIN_EXE_vssd"))
-        .args([
-            "calibrate",
-            fitted.to_str().unwrap(),
-            "--fit",
-            "--capacity",
-            "1G",
-        ])
-        .args([
-            "--corpus",
-            corpus.to_str().unwrap(),
-            "--write",
-            fits.to_str().unwrap(),
-        ])
-        .args(["--update-preset", fitted.to_str().unwrap(), "--jobs", "2"])
-        .env("RUST_LOG", "error")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = vssd_ok(&[
+        "calibrate",
+        fitted.to_str().unwrap(),
+        "--fit",
+        "--capacity",
+        "1G",
+        "--corpus",
+        corpus.to_str().unwrap(),
+        "--write",
+        fits.to_str().unwrap(),
+        "--update-preset",
+        fitted.to_str().unwrap(),
+        "--jobs",
+        "2",
+    ]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("without s1") && text.contains("without s2"),
@@ -311,14 +308,21 @@ fn the_fit_recovers_a_known_parameter_with_every_source_left_out() {
     assert!(text.contains("the fit record is stale"), "{text}");
     // The record applied again without a search makes it current.
     let apply = |record: &std::path::Path| {
-        Command::new(env!("CARGO_BIN_EXE_vssd"))
-            .args(["calibrate", fitted.to_str().unwrap(), "--fit"])
-            .args(["--capacity", "1G", "--corpus", corpus.to_str().unwrap()])
-            .args(["--record", record.to_str().unwrap()])
-            .args(["--update-preset", fitted.to_str().unwrap(), "--jobs", "2"])
-            .env("RUST_LOG", "error")
-            .output()
-            .unwrap()
+        vssd(&[
+            "calibrate",
+            fitted.to_str().unwrap(),
+            "--fit",
+            "--capacity",
+            "1G",
+            "--corpus",
+            corpus.to_str().unwrap(),
+            "--record",
+            record.to_str().unwrap(),
+            "--update-preset",
+            fitted.to_str().unwrap(),
+            "--jobs",
+            "2",
+        ])
     };
     let out = apply(&fits.join("fit-test.toml"));
     assert!(
@@ -347,11 +351,7 @@ fn the_fit_recovers_a_known_parameter_with_every_source_left_out() {
 
 #[test]
 fn a_fit_needs_free_parameters() {
-    let out = Command::new(env!("CARGO_BIN_EXE_vssd"))
-        .args(["calibrate", "mtron-mobi-3500", "--fit"])
-        .env("RUST_LOG", "error")
-        .output()
-        .unwrap();
+    let out = vssd(&["calibrate", "mtron-mobi-3500", "--fit"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no free parameters"), "{err}");
