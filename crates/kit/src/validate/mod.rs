@@ -707,9 +707,11 @@ mod tests {
         assert_eq!(Summary::of([].iter()), Summary::default());
     }
 
-    #[test]
-    fn bad_corpus_files_get_clear_errors() {
-        let base = r#"
+    /// A corpus file of one source and one protocol (one fio step "m"),
+    /// `extra` in the protocol's table.
+    fn one_protocol(extra: &str) -> String {
+        format!(
+            r#"
 preset = "crucial-m4-128"
 drive = "d"
 coverage = "c"
@@ -723,11 +725,18 @@ kind = "review"
 id = "p1"
 source = "s"
 description = "d"
+{extra}
   [[protocol.step]]
   kind = "fio"
   name = "m"
   job = "[m]\nrw=write\nbs=128k\nsize=1g\n"
-"#;
+"#
+        )
+    }
+
+    #[test]
+    fn bad_corpus_files_get_clear_errors() {
+        let base = one_protocol("");
         let fig = |extra: &str| {
             format!("{base}[[figure]]\nid = \"f\"\nprotocol = \"p1\"\nstate = \"fresh\"\n{extra}")
         };
@@ -767,29 +776,7 @@ description = "d"
 
     #[test]
     fn another_capacity_and_another_drive_are_checked() {
-        let with = |extra: &str| {
-            format!(
-                r#"
-preset = "crucial-m4-128"
-drive = "d"
-coverage = "c"
-[[source]]
-id = "s"
-publication = "p"
-title = "t"
-kind = "review"
-[[protocol]]
-id = "p1"
-source = "s"
-description = "d"
-{extra}
-  [[protocol.step]]
-  kind = "fio"
-  name = "m"
-  job = "[m]\nrw=write\nbs=128k\nsize=1g\n"
-"#
-            )
-        };
+        let with = one_protocol;
         let drive = "[protocol.drive]
 why = \"the 256 GB\"
 set = { \"geometry.dies_per_channel\" = 4, \"geometry.exported_capacity\" = 256060514304 }
