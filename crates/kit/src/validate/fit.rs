@@ -136,6 +136,13 @@ impl FitRecord {
         toml::to_string(self).unwrap_or_else(|e| format!("# not written: {e}\n"))
     }
 
+    /// `profile`'s free parameters, joined, where they are not the record's.
+    fn other_params(&self, profile: &Profile) -> Option<String> {
+        let keys: Vec<&str> = profile.fit.iter().map(|p| p.key.as_str()).collect();
+        (keys != self.params.iter().map(String::as_str).collect::<Vec<_>>())
+            .then(|| keys.join(", "))
+    }
+
     /// The fold that left `source` out.
     pub fn fold_for(&self, source: &str) -> Option<&Fold> {
         self.fold.iter().find(|f| f.held_out == source)
@@ -144,11 +151,9 @@ impl FitRecord {
     /// Why the record does not describe `profile` any more (its free
     /// parameters or their values changed since the fit), if it does not.
     pub fn stale(&self, profile: &Profile) -> Option<String> {
-        let keys: Vec<&str> = profile.fit.iter().map(|p| p.key.as_str()).collect();
-        if keys != self.params.iter().map(String::as_str).collect::<Vec<_>>() {
+        if let Some(keys) = self.other_params(profile) {
             return Some(format!(
-                "the preset's free parameters are [{}], the fit's [{}]",
-                keys.join(", "),
+                "the preset's free parameters are [{keys}], the fit's [{}]",
                 self.params.join(", ")
             ));
         }
@@ -635,10 +640,8 @@ pub fn run_cli(a: vssd_sim::calibrate::CalibrateArgs) -> Result<(), ValidateErro
             let origin = path.display().to_string();
             let text = super::corpus::read_toml_file(path)?;
             let r = FitRecord::parse(&text, &origin)?;
-            let keys: Vec<&str> = base.fit.iter().map(|p| p.key.as_str()).collect();
-            if r.preset != base.name
-                || keys != r.params.iter().map(String::as_str).collect::<Vec<_>>()
-            {
+            let other = r.other_params(&base);
+            if r.preset != base.name || other.is_some() {
                 return Err(ValidateError::Corpus {
                     origin,
                     msg: format!(
@@ -646,7 +649,7 @@ pub fn run_cli(a: vssd_sim::calibrate::CalibrateArgs) -> Result<(), ValidateErro
                         r.preset,
                         r.params.join(", "),
                         base.name,
-                        keys.join(", ")
+                        other.unwrap_or_else(|| r.params.join(", "))
                     ),
                 });
             }
