@@ -34,8 +34,8 @@ use self::sockets::{bind_socket, claim_socket_path, group_id, parse_mode};
 use self::vhost::{Conn, stop_connection};
 use vssd_common::clock::TimeScale;
 use vssd_ctl::server;
+use vssd_device::completion::{SchedPolicy, Timing};
 use vssd_device::files::{self, DirLock, FileError};
-use vssd_device::scheduler::{SchedPolicy, Timing};
 use vssd_device::{DataLocation, Device, DeviceError, DeviceOptions};
 use vssd_frontend::nbd::{NbdAddr, NbdListener, NbdServer};
 use vssd_profile::size::{format_size, parse_size};
@@ -108,7 +108,7 @@ pub struct ServeArgs {
     /// `realtime` (SCHED_FIFO priority 1: due completions preempt
     /// everything; needs CAP_SYS_NICE); `auto`: `batch` for a drive that
     /// models no time (`instant`), `normal` otherwise.
-    #[arg(long, value_enum, value_name = "POLICY", default_value_t = SchedPolicy::Auto)]
+    #[arg(long, value_name = "POLICY", default_value = "auto", value_parser = sched_parser())]
     pub sched: SchedPolicy,
     /// Same as `--sched realtime`.
     #[arg(long, conflicts_with = "sched")]
@@ -118,7 +118,7 @@ pub struct ServeArgs {
     /// instead of sleeping on its timer, which it arms that much early:
     /// wake-up latency no longer adds to completion times, for up to this
     /// much CPU time per wake-up. 0 always sleeps.
-    #[arg(long, value_name = "US", default_value_t = vssd_device::scheduler::DEFAULT_SPIN_NS / 1000)]
+    #[arg(long, value_name = "US", default_value_t = vssd_device::completion::DEFAULT_SPIN_NS / 1000)]
     pub spin_us: u64,
     /// Seed of the model's random choices.
     #[arg(long, default_value_t = 1)]
@@ -550,4 +550,11 @@ fn spawn_sampler(device: &Arc<Device>) -> io::Result<()> {
             }
         })
         .map(|_| ())
+}
+
+/// `--sched`: one of [`SchedPolicy::NAMES`] (clap lists them in errors and help).
+fn sched_parser() -> impl clap::builder::TypedValueParser<Value = SchedPolicy> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::PossibleValuesParser::new(SchedPolicy::NAMES.map(|(n, _)| n))
+        .map(|s| SchedPolicy::from_name(&s).unwrap_or_default())
 }

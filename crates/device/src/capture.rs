@@ -94,11 +94,11 @@ pub struct TraceStatus {
 }
 
 /// One completed request in the ring: a record whose times are still the
-/// raw clocks' (see [`Raw`]), and the trace it belongs to.
+/// raw clocks' (see [`RawRecord`]), and the trace it belongs to.
 #[derive(Clone, Copy)]
 struct Entry {
     generation: u32,
-    raw: Raw,
+    raw: RawRecord,
 }
 
 /// A record as a completion knows it: `received_ns`, `due_ns` and
@@ -106,7 +106,7 @@ struct Entry {
 /// (without the precondition offset) when `model_taken`, else on the
 /// daemon clock (a request that never reached the model).
 #[derive(Clone, Copy)]
-pub(crate) struct Raw {
+pub(crate) struct RawRecord {
     /// The record, raw times.
     pub(crate) rec: Record,
     /// `rec.taken_ns` is a model-clock time.
@@ -168,7 +168,7 @@ pub(crate) struct Sender<'a> {
 impl Sender<'_> {
     /// Push one record (dropped, and counted, when the ring is full).
     #[inline]
-    pub(crate) fn push(&self, raw: Raw) {
+    pub(crate) fn push(&self, raw: RawRecord) {
         let e = Entry {
             generation: self.generation,
             raw,
@@ -348,7 +348,7 @@ struct WriterThread {
 
 impl WriterThread {
     /// A raw record on the trace's clock.
-    fn convert(&self, raw: &Raw) -> Record {
+    fn convert(&self, raw: &RawRecord) -> Record {
         let daemon = |ns: u64| self.scale.to_model(ns).saturating_sub(self.base);
         let mut r = raw.rec;
         r.received_ns = daemon(r.received_ns);
@@ -469,8 +469,8 @@ mod tests {
     use super::*;
     use vssd_trace::vssd::{RecOp, status};
 
-    fn raw(t: u64) -> Raw {
-        Raw {
+    fn raw(t: u64) -> RawRecord {
+        RawRecord {
             rec: Record {
                 received_ns: t,
                 taken_ns: t + 5,

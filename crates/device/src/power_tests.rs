@@ -12,6 +12,20 @@
 //! whichever writes the drive had programmed.
 
 use super::*;
+#[allow(unused_imports)]
+use std::sync::Arc;
+#[allow(unused_imports)]
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use vm_memory::VolatileSlice;
+#[allow(unused_imports)]
+use vssd_model::{Op, Payload, Precondition, Request, Ssd};
+#[allow(unused_imports)]
+use vssd_profile::ReadAfterTrim;
+
+#[allow(unused_imports)]
+use self::faults::{FaultSpec, Media};
+#[allow(unused_imports)]
+use self::power::{CutTrigger, LossCause};
 use vssd_common::rng::Rng;
 
 const MIB: u64 = 1 << 20;
@@ -79,7 +93,7 @@ fn read(dev: &Device, conn: &Connection, offset: u64, len: u64) -> Vec<u8> {
 }
 
 fn invariants(dev: &Device) {
-    dev.lock().ssd.check_invariants().unwrap();
+    dev.drive.lock().ssd.check_invariants().unwrap();
 }
 
 /// The store after replaying `writes` on a zeroed drive.
@@ -481,7 +495,7 @@ fn timed_cuts_and_automatic_power_on_need_no_request() {
         assert!(t0.elapsed().as_secs() < 20, "the armed cut never went off");
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
-    let cut = dev.lock().power.last_cut.clone().unwrap();
+    let cut = dev.drive.lock().power.last_cut().cloned().unwrap();
     assert_eq!(cut.model_ns, (now_ms + 30) * 1_000_000, "at its time");
     assert_eq!(cut.restart_at_model_ns, Some((now_ms + 70) * 1_000_000));
     while !dev.powered() {
@@ -859,7 +873,7 @@ fn a_cut_loses_what_sits_in_open_dpages_by_where_the_data_is() {
         for i in 0..(5 + seed * 3) {
             let w = random_write(100 + i);
             assert_eq!(write(&dev, &conn, &w, false), Status::Ok);
-            let m = dev.lock();
+            let m = dev.drive.lock();
             placed.push(
                 (w.offset..w.offset + w.len)
                     .step_by(4096)
@@ -870,7 +884,7 @@ fn a_cut_loses_what_sits_in_open_dpages_by_where_the_data_is() {
         }
         // Where each write's data is, just before the cut.
         let open: Vec<bool> = {
-            let m = dev.lock();
+            let m = dev.drive.lock();
             placed
                 .iter()
                 .map(|ppns| ppns.iter().any(|&p| m.ssd.ppn_in_open_dpage(p)))

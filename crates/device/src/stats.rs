@@ -1,12 +1,10 @@
 //! What the device counts, and the typed report `vssd ctl stats` shows.
 //!
 //! The device owns its accounting: frontends register themselves
-//! ([`FrontendStats`]) and their connections ([`ConnStats`]), and every
-//! request they hand to the device comes back as a [`Pending`] guard that
-//! records status, bytes, modelled and delivered latency and lateness in
-//! one [`Pending::complete`] call. A guard dropped without completing (the
-//! frontend went away) is counted as abandoned. In-flight requests are the
-//! live guards, so no frontend adjusts a counter by hand.
+//! ([`FrontendStats`]) and their connections ([`ConnStats`]); the requests
+//! of a connection ([`super::request`]) record status, bytes, modelled and
+//! delivered latency, lateness and queue depth here when they complete or
+//! are abandoned.
 //!
 //! Counting is lock-free (relaxed atomics) on the request path; only
 //! registering a connection and building a report take a lock.
@@ -16,88 +14,19 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use serde::{Deserialize, Serialize};
 use vssd_common::clock::TimeScale;
 
-use vssd_trace::vssd::{FLAG_FUA, FLAG_MORE, FLAG_UNMAP, RecOp, Record, status as trace_status};
-
-use super::capture::{Capture, Raw};
+use super::capture::Capture;
 use super::hist::{Histogram, Summary};
 pub use super::report::{
     ConnReport, ConnectionReport, DepthReport, DriveReport, FrontendReport, IoReport, OpCount,
     OpReport, StatsReport, TrimReport, WindowReport,
 };
+use super::request::{ConnHandle, Connection, Pending};
+pub use super::request::{OpKind, Status};
 
 /// Closed connections kept in a frontend's report (oldest dropped first).
 pub const CLOSED_CONNS_KEPT: usize = 16;
-
-/// Kinds of request, for statistics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum OpKind {
-    /// Read.
-    Read = 0,
-    /// Write.
-    Write = 1,
-    /// Discard / TRIM / deallocate.
-    Discard = 2,
-    /// Write zeroes (either flavour).
-    WriteZeroes = 3,
-    /// Flush.
-    Flush = 4,
-    /// Anything answered without the drive (GET_ID, CACHE, invalid requests).
-    Other = 5,
-}
-
-impl OpKind {
-    /// All kinds, in index order.
-    pub const ALL: [OpKind; 6] = [
-        OpKind::Read,
-        OpKind::Write,
-        OpKind::Discard,
-        OpKind::WriteZeroes,
-        OpKind::Flush,
-        OpKind::Other,
-    ];
-
-    /// Stable name used in JSON.
-    pub fn name(self) -> &'static str {
-        match self {
-            OpKind::Read => "read",
-            OpKind::Write => "write",
-            OpKind::Discard => "discard",
-            OpKind::WriteZeroes => "write_zeroes",
-            OpKind::Flush => "flush",
-            OpKind::Other => "other",
-        }
-    }
-}
-
-/// How a request ended, independent of any wire format: each frontend maps
-/// it to its protocol's status (virtio-blk `S_*`, NBD errno values).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    /// Done.
-    Ok,
-    /// Malformed or out of range: refused before it touched anything.
-    Invalid,
-    /// A request type or flag the drive does not implement.
-    Unsupported,
-    /// Reading or writing the data failed.
-    IoError,
-    /// The backing store is full.
-    NoSpace,
-    /// The drive stopped after an internal failure, or its power is cut
-    /// (`ctl power-cut`), and refuses all I/O.
-    Stopped,
-}
-
-impl Status {
-    /// Whether the request succeeded.
-    pub fn is_ok(self) -> bool {
-        self == Status::Ok
-    }
-}
 
 #[derive(Default)]
 struct OpStats {
@@ -365,6 +294,51 @@ impl Stats {
         (&s.modelled, &s.delivered)
     }
 
+    /// A request of `conn` (of `fe`) submitted at `at_ns` is in flight.
+    pub(crate) fn enter(&self, fe: &FrontendStats, conn: &ConnStats, at_ns: u64) {
+        self.in_flight.fetch_add(1, Relaxed);
+        self.depth.enter(at_ns);
+        fe.counters.depth.enter(at_ns);
+        conn.counters.depth.enter(at_ns);
+    }
+
+    /// Request `p` of `conn` (of `fe`) was delivered at `delivered_ns`.
+    pub(crate) fn complete(
+        &self,
+        fe: &FrontendStats,
+        conn: &ConnStats,
+        p: &Pending,
+        delivered_ns: u64,
+    ) {
+        self.record(p, delivered_ns);
+        conn.counters
+            .record(p.op, p.bytes, p.status, p.refused, p.trim);
+        fe.counters
+            .record(p.op, p.bytes, p.status, p.refused, p.trim);
+        self.in_flight.fetch_sub(1, Relaxed);
+        self.leave(fe, conn, p.submit_ns, Some(delivered_ns));
+    }
+
+    /// A request of `conn` submitted at `submit_ns` was dropped without
+    /// completing (its frontend went away).
+    pub(crate) fn abandon(&self, fe: &FrontendStats, conn: &ConnStats, submit_ns: u64) {
+        self.in_flight.fetch_sub(1, Relaxed);
+        self.leave(fe, conn, submit_ns, None);
+        self.abandoned.fetch_add(1, Relaxed);
+        conn.counters.abandoned.fetch_add(1, Relaxed);
+        fe.counters.abandoned.fetch_add(1, Relaxed);
+    }
+
+    /// A request submitted at `submit_ns` left the in-flight set at
+    /// `at_ns` (none: abandoned, at the latest time seen).
+    fn leave(&self, fe: &FrontendStats, conn: &ConnStats, submit_ns: u64, at_ns: Option<u64>) {
+        // The same time for all three, the device's latest.
+        let at_ns = at_ns.or_else(|| Some(self.depth.last_ns.load(Relaxed).max(submit_ns)));
+        self.depth.leave(submit_ns, at_ns);
+        fe.counters.depth.leave(submit_ns, at_ns);
+        conn.counters.depth.leave(submit_ns, at_ns);
+    }
+
     fn record(&self, p: &Pending, delivered_ns: u64) {
         let s = &self.ops[p.op as usize];
         s.cmds.fetch_add(1, Relaxed);
@@ -488,13 +462,11 @@ impl Frontend {
             closed -= 1;
         }
         conns.push_back(c.clone());
-        Connection {
-            inner: Arc::new(ConnHandle {
-                device: self.device.clone(),
-                frontend: fe.clone(),
-                conn: c,
-            }),
-        }
+        Connection::new(ConnHandle {
+            stats: self.device.clone(),
+            frontend: fe.clone(),
+            conn: c,
+        })
     }
 
     /// Connections open now.
@@ -509,6 +481,21 @@ impl Frontend {
 }
 
 impl FrontendStats {
+    /// The frontend's id.
+    pub(crate) fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// Its kind (`vhost-user-blk`, `nbd`).
+    pub(crate) fn kind(&self) -> &'static str {
+        self.kind
+    }
+
+    /// Where it listens.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
     /// Connections open now.
     pub fn open_connections(&self) -> usize {
         lock(&self.conns).iter().filter(|c| c.is_open()).count()
@@ -540,6 +527,16 @@ pub struct ConnStats {
 }
 
 impl ConnStats {
+    /// The connection's number within its frontend (from 1).
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The connection closed.
+    pub(crate) fn close(&self) {
+        self.open.store(false, Relaxed);
+    }
+
     fn is_open(&self) -> bool {
         self.open.load(Relaxed)
     }
@@ -551,301 +548,6 @@ impl ConnStats {
             opened_unix_s: self.opened_unix_s,
             open: self.is_open(),
             io: self.counters.report(),
-        }
-    }
-}
-
-/// What a connection's requests record into (no cycle: the device's list
-/// of frontends never points back here).
-struct ConnHandle {
-    device: Arc<Stats>,
-    frontend: Arc<FrontendStats>,
-    conn: Arc<ConnStats>,
-}
-
-impl ConnHandle {
-    /// A request submitted at `submit_ns` left the in-flight set at
-    /// `at_ns` (none: abandoned, at the latest time seen).
-    fn leave(&self, submit_ns: u64, at_ns: Option<u64>) {
-        // The same time for all three, the device's latest.
-        let at_ns = at_ns.or_else(|| Some(self.device.depth.last_ns.load(Relaxed).max(submit_ns)));
-        self.device.depth.leave(submit_ns, at_ns);
-        self.frontend.counters.depth.leave(submit_ns, at_ns);
-        self.conn.counters.depth.leave(submit_ns, at_ns);
-    }
-}
-
-/// A frontend connection as the device sees it: every request of the
-/// connection is accounted through it. Dropping it marks the connection closed.
-pub struct Connection {
-    inner: Arc<ConnHandle>,
-}
-
-impl Connection {
-    /// Start accounting one request of this connection: counted in flight
-    /// until the returned guard completes or is dropped.
-    pub fn begin(&self, op: OpKind, bytes: u64, submit_ns: u64) -> Pending {
-        let h = &self.inner;
-        h.device.in_flight.fetch_add(1, Relaxed);
-        h.device.depth.enter(submit_ns);
-        h.frontend.counters.depth.enter(submit_ns);
-        h.conn.counters.depth.enter(submit_ns);
-        Pending {
-            conn: self.inner.clone(),
-            op,
-            bytes,
-            offset: 0,
-            queue: 0,
-            flags: 0,
-            ranges: None,
-            model_arrival: std::cell::Cell::new(None),
-            received_ns: submit_ns,
-            status: Status::Ok,
-            submit_ns,
-            due_ns: submit_ns,
-            trim: TrimOutcome::default(),
-            refused: false,
-            done: false,
-        }
-    }
-
-    /// The connection's number within its frontend (from 1).
-    pub fn id(&self) -> u64 {
-        self.inner.conn.id
-    }
-
-    /// The frontend's id.
-    pub fn frontend_id(&self) -> u32 {
-        self.inner.frontend.id
-    }
-
-    /// `KIND NAME #ID`, e.g. `nbd unix:/run/vssd.sock #3`.
-    pub fn label(&self) -> String {
-        let f = &self.inner.frontend;
-        format!("{} {} #{}", f.kind, f.name, self.inner.conn.id)
-    }
-}
-
-impl Drop for Connection {
-    fn drop(&mut self) {
-        self.inner.conn.open.store(false, Relaxed);
-    }
-}
-
-/// One request between its submission and the delivery of its completion.
-///
-/// Holds what the completion will report. [`Pending::complete`] records it;
-/// dropping it instead counts it as abandoned (its frontend went away).
-#[must_use = "a request must be completed (or is counted as abandoned)"]
-pub struct Pending {
-    conn: Arc<ConnHandle>,
-    op: OpKind,
-    bytes: u64,
-    /// First byte (for the trace).
-    offset: u64,
-    /// The frontend's queue (for the trace).
-    queue: u16,
-    /// Trace flags (`vssd_trace::vssd::FLAG_*`).
-    flags: u8,
-    /// All ranges of a DISCARD or WRITE ZEROES of more than one (for the trace).
-    ranges: Option<Box<[(u64, u64)]>>,
-    /// When the model took it (model clock without the precondition
-    /// offset) and its place in the model's order (for the trace).
-    model_arrival: std::cell::Cell<Option<(u64, u64)>>,
-    /// When the frontend received it (daemon clock; for the trace):
-    /// its submission unless the frontend says otherwise.
-    received_ns: u64,
-    status: Status,
-    submit_ns: u64,
-    due_ns: u64,
-    trim: TrimOutcome,
-    /// Refused by the frontend before it reached the drive (counted as
-    /// rejected whatever its status).
-    refused: bool,
-    done: bool,
-}
-
-impl std::fmt::Debug for Pending {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pending")
-            .field("op", &self.op)
-            .field("bytes", &self.bytes)
-            .field("status", &self.status)
-            .field("submit_ns", &self.submit_ns)
-            .field("due_ns", &self.due_ns)
-            .finish()
-    }
-}
-
-impl Pending {
-    /// The kind of request.
-    pub fn op(&self) -> OpKind {
-        self.op
-    }
-
-    /// How it ended.
-    pub fn status(&self) -> Status {
-        self.status
-    }
-
-    /// When it was submitted (daemon clock, ns).
-    pub fn submit_ns(&self) -> u64 {
-        self.submit_ns
-    }
-
-    /// When the drive completes it (daemon clock, ns).
-    pub fn due_ns(&self) -> u64 {
-        self.due_ns
-    }
-
-    /// Bytes the request moved (or discarded / zeroed).
-    pub fn bytes(&self) -> u64 {
-        self.bytes
-    }
-
-    pub(crate) fn finish(&mut self, status: Status, due_ns: u64) {
-        self.status = status;
-        self.due_ns = due_ns.max(self.submit_ns);
-    }
-
-    /// Where the request goes, for the trace: its first byte, its ranges
-    /// if several, force unit access, unmap allowed.
-    pub(crate) fn set_target(&mut self, ranges: &[(u64, u64)], fua: bool, unmap: bool) {
-        self.offset = ranges.first().map_or(0, |r| r.0);
-        if ranges.len() > 1 && self.conn.device.capture.on() {
-            self.ranges = Some(ranges.into());
-        }
-        self.flags = (u8::from(fua) * FLAG_FUA) | (u8::from(unmap) * FLAG_UNMAP);
-    }
-
-    /// The model took the request at `model_ns` (its clock without the
-    /// precondition offset), as its `seq`-th; the first submission counts.
-    pub(crate) fn submitted(&self, model_ns: u64, seq: u64) {
-        if self.model_arrival.get().is_none() {
-            self.model_arrival.set(Some((model_ns, seq)));
-        }
-    }
-
-    /// The frontend's queue this request came on (virtqueue index), for
-    /// the trace.
-    pub fn set_queue(&mut self, queue: u16) {
-        self.queue = queue;
-    }
-
-    /// When the frontend received the request (daemon clock: it popped
-    /// the descriptor chain, read the NBD request header), for the trace;
-    /// without it, the request's submission to the device counts. A time
-    /// after the submission is ignored.
-    pub fn set_received(&mut self, daemon_ns: u64) {
-        self.received_ns = daemon_ns.min(self.submit_ns);
-    }
-
-    /// Append this request to the trace, if one is being taken: its raw
-    /// clock readings go to the trace's ring (no lock, no allocation), its
-    /// writer thread converts them.
-    fn trace(&self, delivered_ns: Option<u64>) {
-        let h = &self.conn;
-        let Some(tx) = h.device.capture.sender() else {
-            return;
-        };
-        let op = match self.op {
-            OpKind::Read => RecOp::Read,
-            OpKind::Write => RecOp::Write,
-            OpKind::Discard => RecOp::Discard,
-            OpKind::WriteZeroes => RecOp::WriteZeroes,
-            OpKind::Flush => RecOp::Flush,
-            OpKind::Other => RecOp::Other,
-        };
-        let status = match (delivered_ns, self.status) {
-            (None, _) => trace_status::ABANDONED,
-            (_, Status::Ok) => trace_status::OK,
-            (_, Status::Invalid) => trace_status::INVALID,
-            (_, Status::Unsupported) => trace_status::UNSUPPORTED,
-            (_, Status::IoError) => trace_status::IO_ERROR,
-            (_, Status::NoSpace) => trace_status::NO_SPACE,
-            (_, Status::Stopped) => trace_status::STOPPED,
-        };
-        // When the model took it, else (never submitted) when it came.
-        let (taken, seq, model_taken) = match self.model_arrival.get() {
-            Some((model_ns, seq)) => (model_ns, seq, true),
-            None => (self.submit_ns, 0, false),
-        };
-        let rec = |offset: u64, len: u64, more: bool| Raw {
-            rec: Record {
-                received_ns: self.received_ns,
-                taken_ns: taken,
-                seq,
-                due_ns: self.due_ns,
-                delivered_ns: delivered_ns.unwrap_or(self.due_ns),
-                offset,
-                len,
-                conn: h.conn.id.min(u32::MAX as u64) as u32,
-                frontend: h.frontend.id.min(u16::MAX as u32) as u16,
-                queue: self.queue,
-                op,
-                flags: self.flags | (u8::from(more) * FLAG_MORE),
-                status,
-            },
-            model_taken,
-        };
-        match &self.ranges {
-            None => tx.push(rec(self.offset, self.bytes, false)),
-            Some(rs) => {
-                for (i, &(o, l)) in rs.iter().enumerate() {
-                    tx.push(rec(o, l, i + 1 < rs.len()));
-                }
-            }
-        }
-    }
-
-    pub(crate) fn set_trim(&mut self, t: TrimOutcome) {
-        self.trim = t;
-    }
-
-    /// Mark it failed with `status` (e.g. the frontend could not write its
-    /// reply), due now.
-    pub fn fail(&mut self, status: Status) {
-        self.status = status;
-        self.due_ns = self.submit_ns;
-    }
-
-    /// The frontend refused the request before it reached the drive, with
-    /// `status` (its protocol's error comes from it): due now, and counted
-    /// as rejected whatever the status (a write beyond the end is refused
-    /// with [`Status::NoSpace`], NBD's ENOSPC).
-    pub fn refuse(&mut self, status: Status) {
-        self.fail(status);
-        self.refused = true;
-    }
-
-    /// The completion reached the client at `delivered_ns` (daemon clock):
-    /// record status, bytes, latency and lateness, and leave the in-flight set.
-    pub fn complete(mut self, delivered_ns: u64) {
-        self.done = true;
-        self.trace(Some(delivered_ns));
-        let h = &self.conn;
-        h.device.record(&self, delivered_ns);
-        h.conn
-            .counters
-            .record(self.op, self.bytes, self.status, self.refused, self.trim);
-        h.frontend
-            .counters
-            .record(self.op, self.bytes, self.status, self.refused, self.trim);
-        h.device.in_flight.fetch_sub(1, Relaxed);
-        h.leave(self.submit_ns, Some(delivered_ns));
-    }
-}
-
-impl Drop for Pending {
-    fn drop(&mut self) {
-        if !self.done {
-            self.trace(None);
-            let h = &self.conn;
-            h.device.in_flight.fetch_sub(1, Relaxed);
-            h.leave(self.submit_ns, None);
-            h.device.abandoned.fetch_add(1, Relaxed);
-            h.conn.counters.abandoned.fetch_add(1, Relaxed);
-            h.frontend.counters.abandoned.fetch_add(1, Relaxed);
         }
     }
 }

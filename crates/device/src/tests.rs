@@ -1,6 +1,20 @@
 //! Device tests: requests as pending completions, reports, state files.
 
 use super::*;
+#[allow(unused_imports)]
+use std::sync::Arc;
+#[allow(unused_imports)]
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use vm_memory::VolatileSlice;
+#[allow(unused_imports)]
+use vssd_model::{Op, Payload, Precondition, Request, Ssd};
+#[allow(unused_imports)]
+use vssd_profile::ReadAfterTrim;
+
+#[allow(unused_imports)]
+use self::faults::{FaultSpec, Media};
+#[allow(unused_imports)]
+use self::power::{CutTrigger, LossCause};
 
 fn device(data: DataLocation, state: Option<PathBuf>) -> Device {
     Device::open(DeviceOptions {
@@ -181,13 +195,13 @@ fn the_payload_sample_spans_buffers() {
     ];
     // 3000 zeroes then random bytes: the sample (4 KiB at the start, 4
     // KiB in the middle) is about a third zeroes.
-    match sample_payload(&bufs, 23000) {
+    match crate::io::sample_payload(&bufs, 23000) {
         Payload::Compressible { percent } => assert!((20..60).contains(&percent), "{percent}"),
         p => panic!("{p:?}"),
     }
     let mut z = vec![0u8; 8192];
     let zb = [VolatileSlice::from(&mut z[..])];
-    assert_eq!(sample_payload(&zb, 8192), Payload::Zeroes);
+    assert_eq!(crate::io::sample_payload(&zb, 8192), Payload::Zeroes);
 }
 
 #[test]
@@ -205,7 +219,7 @@ fn idle_work_shows_in_the_stats_without_a_request() {
         d.due_ns().saturating_sub(dev.now_ns()),
     ));
     d.complete(dev.now_ns());
-    let before = dev.lock().ssd.counters().free_blocks;
+    let before = dev.drive.lock().ssd.counters().free_blocks;
     std::thread::sleep(std::time::Duration::from_millis(250));
     // No request since: the report does the erases the idle drive did.
     let after = dev.report().counters.free_blocks;

@@ -24,7 +24,7 @@ use super::budget::{self, Budget};
 use super::handshake::{Deadline, MAX_PAYLOAD, Negotiated};
 use super::proto::{self, BASE_ALLOCATION_ID, REQUEST_LEN, cflags, chunk, cmd, errno, state};
 use super::sock::Sock;
-use vssd_device::scheduler::{CompletionHeap, Timing};
+use vssd_device::completion::{CompletionHeap, Timing};
 use vssd_device::{Connection, Device, OpKind, Pending, SECTOR, Status};
 
 /// Most extents in one block-status reply.

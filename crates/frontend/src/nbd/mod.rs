@@ -37,7 +37,7 @@ use self::budget::Budget;
 use self::conn::{ServerShared, Stopper};
 use self::handshake::{ExportInfo, HandshakeError};
 use self::sock::Sock;
-use vssd_device::scheduler::Timing;
+use vssd_device::completion::Timing;
 use vssd_device::{Device, Frontend};
 use vssd_profile::size::format_size;
 

@@ -12,7 +12,7 @@ use log::warn;
 
 use super::exec::Done;
 use vssd_device::Device;
-use vssd_device::scheduler::{CompletionHeap, Timer};
+use vssd_device::completion::{CompletionHeap, Timer};
 
 #[derive(Default)]
 struct State {

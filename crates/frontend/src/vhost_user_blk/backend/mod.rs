@@ -34,7 +34,7 @@ use super::queue::QueueSched;
 use super::request::Desc;
 use super::sigbus;
 use super::slow::SlowOps;
-pub use vssd_device::scheduler::Timing;
+pub use vssd_device::completion::Timing;
 use vssd_device::stats::Negotiating;
 use vssd_device::{Connection, Device, Frontend, Status};
 

@@ -13,7 +13,7 @@ use vm_memory::{Bytes, GuestAddress};
 use vmm_sys_util::eventfd::{EFD_NONBLOCK, EventFd};
 
 use super::*;
-use vssd_device::scheduler::SchedPolicy;
+use vssd_device::completion::SchedPolicy;
 use vssd_device::{DataLocation, DeviceOptions};
 use vssd_profile::Profile;
 

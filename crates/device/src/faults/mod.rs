@@ -21,8 +21,8 @@
 //!   their data moved out first); **media-wear** turns on the NAND's wear
 //!   models: uncorrectable reads at the rate its raw bit-error model gives
 //!   for each block's wear and data age, and blocks failing their erase at
-//!   a rate rising with wear, both scaled by `acceleration` (the device
-//!   does the work: `media.rs`).
+//!   a rate rising with wear, both scaled by `acceleration` (the
+//!   injector applies them to each request: [`media`], `injector.rs`).
 //!
 //! Faults live in memory only: a restart of the daemon starts without any.
 //! The registry is bounded ([`MAX_FAULTS`]) and every request to add one
@@ -35,6 +35,12 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use super::SECTOR;
+
+mod injector;
+pub mod media;
+
+pub use self::injector::MAX_UNCORRECTABLE;
+pub(crate) use self::injector::{FaultInjector, MediaState};
 
 /// Most faults registered at once.
 pub const MAX_FAULTS: usize = 64;

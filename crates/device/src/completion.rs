@@ -22,7 +22,7 @@ pub fn lower_timer_slack() {
 
 /// How the threads that serve requests and deliver completions are
 /// scheduled (`vssd serve --sched`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SchedPolicy {
     /// `batch` for a drive that models no time (`instant`), else `normal`.
     #[default]
@@ -40,6 +40,22 @@ pub enum SchedPolicy {
 }
 
 impl SchedPolicy {
+    /// Every policy, with the name the command line gives it.
+    pub const NAMES: [(&'static str, SchedPolicy); 4] = [
+        ("auto", SchedPolicy::Auto),
+        ("normal", SchedPolicy::Normal),
+        ("batch", SchedPolicy::Batch),
+        ("realtime", SchedPolicy::Realtime),
+    ];
+
+    /// The policy called `name` (see [`Self::NAMES`]).
+    pub fn from_name(name: &str) -> Option<SchedPolicy> {
+        Self::NAMES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|&(_, p)| p)
+    }
+
     /// `Auto` made definite for a drive that does (`timed`) or does not
     /// model time.
     pub fn resolve(self, timed: bool) -> SchedPolicy {
