@@ -105,17 +105,29 @@ impl Done {
     }
 }
 
+/// How the guest set the device's write cache (`VIRTIO_BLK_F_CONFIG_WCE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteCache {
+    /// Write-back (`wce` = 1, the default): a write completes once the
+    /// drive has it; FLUSH makes it durable.
+    WriteBack,
+    /// Write-through (`wce` = 0): the guest sends no FLUSH, so every write
+    /// (and write-zeroes) is durable before it completes, as with FUA.
+    WriteThrough,
+}
+
 /// Execute `job`: data I/O through the device, status byte written.
 pub fn execute(
     dev: &Device,
     conn: &Connection,
     mem: &GuestMemoryMmap,
     lim: &Limits,
+    cache: WriteCache,
     job: Job,
 ) -> Done {
     let received = job.received_ns;
     let (mut pending, mut used_len) = match job.req {
-        Ok((req, layout)) => run(dev, conn, mem, lim, req, &layout),
+        Ok((req, layout)) => run(dev, conn, mem, lim, cache, req, &layout),
         Err(e) => {
             debug!("request at head {} refused: {e}", job.head);
             let mut p = dev.begin(conn, OpKind::Other, 0);
@@ -161,9 +173,11 @@ fn run(
     conn: &Connection,
     mem: &GuestMemoryMmap,
     lim: &Limits,
+    cache: WriteCache,
     req: BlkRequest,
     layout: &Layout,
 ) -> (Pending, u32) {
+    let fua = cache == WriteCache::WriteThrough;
     match req {
         BlkRequest::Read { offset, len } => match slices(mem, &layout.in_data) {
             Ok(bufs) => {
@@ -178,7 +192,7 @@ fn run(
             Err(e) => refused(dev, conn, OpKind::Read, e),
         },
         BlkRequest::Write { offset, .. } => match slices(mem, &layout.out_data) {
-            Ok(bufs) => (dev.write(conn, offset, &bufs, false), 1),
+            Ok(bufs) => (dev.write(conn, offset, &bufs, fua), 1),
             Err(e) => refused(dev, conn, OpKind::Write, e),
         },
         BlkRequest::Flush => (dev.flush(conn), 1),
@@ -211,11 +225,11 @@ fn run(
                     .collect()
             };
             if !wz {
-                return (dev.discard(conn, &rs(None), false), 1);
+                return (dev.discard(conn, &rs(None), fua), 1);
             }
             // One write-zeroes segment is advertised, so one flavour per request.
             let unmap = ranges.first().is_some_and(|r| r.unmap);
-            (dev.write_zeroes(conn, &rs(Some(unmap)), unmap, false), 1)
+            (dev.write_zeroes(conn, &rs(Some(unmap)), unmap, fua), 1)
         }
     }
 }
@@ -300,7 +314,14 @@ mod tests {
     impl Bench {
         fn execute(&self, mem: &GuestMemoryMmap, descs: &[Desc], head: u16) -> Done {
             let job = Job::parse(mem, head, descs, &self.lim);
-            execute(&self.dev, &self.conn, mem, &self.lim, job)
+            execute(
+                &self.dev,
+                &self.conn,
+                mem,
+                &self.lim,
+                WriteCache::WriteBack,
+                job,
+            )
         }
     }
 

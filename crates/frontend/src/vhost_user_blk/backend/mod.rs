@@ -29,7 +29,7 @@ use vmm_sys_util::event::{
 };
 
 use super::config::{BlkConfig, ConfigSpace, WCE_OFFSET};
-use super::exec::{Done, Job, MAX_DESCS, execute};
+use super::exec::{Done, Job, MAX_DESCS, WriteCache, execute};
 use super::queue::QueueSched;
 use super::request::Desc;
 use super::sigbus;
@@ -52,6 +52,8 @@ struct Inner {
     conn: OnceLock<Connection>,
     config: BlkConfig,
     space: Mutex<ConfigSpace>,
+    /// The guest turned the write cache off (`wce` = 0): writes are FUA.
+    write_through: AtomicBool,
     queue_size: usize,
     event_idx: AtomicBool,
     mem: RwLock<Option<Mem>>,
@@ -183,6 +185,7 @@ impl BlkBackend {
                 device,
                 frontend,
                 conn: OnceLock::new(),
+                write_through: AtomicBool::new(config.space.0.wce == 0),
                 space: Mutex::new(config.space),
                 config,
                 queue_size: queue_size as usize,
@@ -263,6 +266,15 @@ impl BlkBackend {
             .clone()
     }
 
+    /// The write cache as the guest set it.
+    fn cache(&self) -> WriteCache {
+        if self.inner.write_through.load(Ordering::Relaxed) {
+            WriteCache::WriteThrough
+        } else {
+            WriteCache::WriteBack
+        }
+    }
+
     fn draining(&self) -> bool {
         self.inner.draining.load(Ordering::Relaxed)
     }
@@ -272,7 +284,8 @@ impl BlkBackend {
         let Some(atomic) = self.mem() else { return };
         let mem = atomic.memory();
         let dev = &self.inner.device;
-        let mut done = execute(dev, self.conn(), &mem, &self.inner.config.limits, job);
+        let lim = &self.inner.config.limits;
+        let mut done = execute(dev, self.conn(), &mem, lim, self.cache(), job);
         done.pending.set_queue(qi as u16);
         if self.memory_faulted() {
             done.pending.fail(Status::IoError);
@@ -374,7 +387,7 @@ impl BlkBackend {
                         Err((_, j)) => job = j,
                     }
                 }
-                let mut done = execute(dev, self.conn(), mem, lim, job);
+                let mut done = execute(dev, self.conn(), mem, lim, self.cache(), job);
                 done.pending.set_queue(qi as u16);
                 if self.memory_faulted() {
                     done.pending.fail(Status::IoError);
@@ -624,10 +637,13 @@ impl VhostUserBackend for BlkBackend {
     }
 
     fn set_config(&self, offset: u32, buf: &[u8]) -> io::Result<()> {
-        // Only the writeback flag is writable; data is always on the
-        // backing file before completion and FLUSH syncs it either way.
+        // Only the writeback flag is writable. With it off, the guest
+        // sends no FLUSH: every write is then durable before it completes.
         if offset as usize == WCE_OFFSET && buf.len() == 1 {
             lock(&self.inner.space).0.wce = buf[0].min(1);
+            self.inner
+                .write_through
+                .store(buf[0] == 0, Ordering::Relaxed);
             Ok(())
         } else {
             Err(io::Error::from_raw_os_error(libc::EINVAL))
