@@ -4,7 +4,10 @@
 //! used-ring entry to write and the device's pending completion, due at
 //! its modelled time.
 
+use std::sync::atomic::Ordering;
+
 use log::debug;
+use virtio_queue::{Queue, QueueT};
 use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, VolatileSlice};
 
 use super::request::{
@@ -85,6 +88,62 @@ impl Job {
             ))
         )
     }
+}
+
+/// What the next entry of the available ring holds.
+pub enum Next {
+    /// A request, parsed.
+    Job(Job),
+    /// Nothing new.
+    Empty,
+    /// The ring is unusable: why.
+    Broken(String),
+}
+
+/// Pop the next chain off `queue`'s available ring and parse it, telling
+/// an empty ring from a broken one (an available index more than a queue
+/// size ahead, an entry that cannot be read): `pop_descriptor_chain`
+/// returns `None` for both. `descs` is scratch space. The one path from
+/// the ring to a [`Job`], fuzzed (`fuzz/`) over arbitrary memory.
+pub fn next_job(
+    queue: &mut Queue,
+    mem: &GuestMemoryMmap,
+    lim: &Limits,
+    descs: &mut Vec<Desc>,
+) -> Next {
+    if !queue.ready() {
+        return Next::Empty;
+    }
+    let avail = match queue.avail_idx(mem, Ordering::Acquire) {
+        Ok(i) => i,
+        Err(e) => return Next::Broken(format!("cannot read the available index: {e}")),
+    };
+    let next = queue.next_avail();
+    let ahead = avail.0.wrapping_sub(next);
+    if ahead == 0 {
+        return Next::Empty;
+    }
+    if ahead > queue.size() {
+        return Next::Broken(format!(
+            "invalid available ring index {} ({ahead} entries ahead of {next}, queue size {})",
+            avail.0,
+            queue.size()
+        ));
+    }
+    let Some(chain) = queue.pop_descriptor_chain(mem) else {
+        return Next::Broken(format!(
+            "available ring entry {next} cannot be read (index {})",
+            avail.0
+        ));
+    };
+    let head = chain.head_index();
+    descs.clear();
+    descs.extend(chain.take(MAX_DESCS + 1).map(|d| Desc {
+        addr: d.addr().0,
+        len: d.len(),
+        write_only: d.is_write_only(),
+    }));
+    Next::Job(Job::parse(mem, head, descs, lim))
 }
 
 /// An executed request waiting for its completion time.

@@ -29,7 +29,7 @@ use vmm_sys_util::event::{
 };
 
 use super::config::{BlkConfig, ConfigSpace, WCE_OFFSET};
-use super::exec::{Done, Job, MAX_DESCS, WriteCache, execute};
+use super::exec::{Done, Job, Next, WriteCache, execute, next_job};
 use super::queue::QueueSched;
 use super::request::Desc;
 use super::sigbus;
@@ -350,24 +350,16 @@ impl BlkBackend {
                 }
                 // Bound the guard to this statement (holding it while
                 // completing would deadlock on the vring lock).
-                let chain = match pop(vring, mem) {
-                    Popped::Chain(c) => c,
-                    Popped::Empty => break,
-                    Popped::Broken(why) => {
+                let next = next_job(vring.get_mut().get_queue_mut(), mem, lim, &mut descs);
+                let mut job = match next {
+                    Next::Job(j) => j,
+                    Next::Empty => break,
+                    Next::Broken(why) => {
                         self.mark_broken(qi, &why);
                         break;
                     }
                 };
-                let received = dev.tracing().then(|| dev.now_ns());
-                let head = chain.head_index();
-                descs.clear();
-                descs.extend(chain.take(MAX_DESCS + 1).map(|d| Desc {
-                    addr: d.addr().0,
-                    len: d.len(),
-                    write_only: d.is_write_only(),
-                }));
-                let mut job = Job::parse(mem, head, &descs, lim);
-                job.received_ns = received;
+                job.received_ns = dev.tracing().then(|| dev.now_ns());
                 if self.memory_faulted() {
                     // What was read came from a zero page: not a request.
                     break;
@@ -531,48 +523,6 @@ impl BlkBackend {
             }
         }
         q.arm(dev, self.draining(), spin);
-    }
-}
-
-/// What popping a chain off the available ring found.
-enum Popped<'a> {
-    Chain(virtio_queue::DescriptorChain<&'a GuestMemoryMmap>),
-    Empty,
-    /// The ring is unusable: why.
-    Broken(String),
-}
-
-/// Pop one chain, telling an empty ring from a broken one (an available
-/// index more than a queue size ahead, an entry that cannot be read):
-/// `pop_descriptor_chain` returns `None` for both.
-fn pop<'a>(vring: &VringRwLock, mem: &'a GuestMemoryMmap) -> Popped<'a> {
-    let mut v = vring.get_mut();
-    let queue = v.get_queue_mut();
-    if !queue.ready() {
-        return Popped::Empty;
-    }
-    let avail = match queue.avail_idx(mem, Ordering::Acquire) {
-        Ok(i) => i,
-        Err(e) => return Popped::Broken(format!("cannot read the available index: {e}")),
-    };
-    let next = queue.next_avail();
-    let ahead = avail.0.wrapping_sub(next);
-    if ahead == 0 {
-        return Popped::Empty;
-    }
-    if ahead > queue.size() {
-        return Popped::Broken(format!(
-            "invalid available ring index {} ({ahead} entries ahead of {next}, queue size {})",
-            avail.0,
-            queue.size()
-        ));
-    }
-    match queue.pop_descriptor_chain(mem) {
-        Some(c) => Popped::Chain(c),
-        None => Popped::Broken(format!(
-            "available ring entry {next} cannot be read (index {})",
-            avail.0
-        )),
     }
 }
 
