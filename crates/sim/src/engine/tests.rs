@@ -1,7 +1,7 @@
 use super::state::JobState;
 use super::*;
 use crate::jobfile::parse;
-use vssd_model::Counters;
+use vssd_model::{Completion, Counters};
 
 /// A stand-in drive: one server, fixed service time per request, or
 /// fully parallel when `serial` is false. Records every request.
