@@ -21,15 +21,15 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "vssd-device",
         &["vssd-common", "vssd-profile", "vssd-model", "vssd-trace"],
     ),
-    ("vssd-frontend", &["vssd-profile", "vssd-device"]),
+    (
+        "vssd-frontend",
+        &["vssd-common", "vssd-profile", "vssd-device"],
+    ),
     (
         "vssd-ctl",
         &["vssd-common", "vssd-profile", "vssd-model", "vssd-device"],
     ),
-    (
-        "vssd-loadgen",
-        &["vssd-common", "vssd-profile", "vssd-frontend"],
-    ),
+    ("vssd-loadgen", &["vssd-common", "vssd-profile"]),
     (
         "vssd-kit",
         &[

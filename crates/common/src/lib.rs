@@ -1,6 +1,8 @@
-//! Small pieces shared by the simulator, the device, the load generator
-//! and the command line: the monotonic clock, the latency histogram, the
-//! seeded random streams, and how commands write to standard output.
+//! Small pieces shared by the simulator, the device, the frontends, the
+//! load generator and the command line: the monotonic clock, the latency
+//! histogram, the seeded random streams, how commands write to standard
+//! output, and the virtio features the device offers and the load
+//! generator asks for.
 //!
 //! Depends on nothing of vssd's own.
 
@@ -9,3 +11,4 @@ pub mod clock;
 pub mod fio;
 pub mod hist;
 pub mod rng;
+pub mod virtio;
