@@ -23,7 +23,6 @@
 pub mod metrics;
 pub mod qemu_args;
 pub mod serve;
-pub mod trace_cmd;
 
 pub use vssd_common::cli_out;
 pub use vssd_ctl as ctl;

@@ -11,7 +11,7 @@ use std::process::Command;
 const ALLOWED: &[(&str, &[&str])] = &[
     ("vssd-common", &[]),
     ("vssd-profile", &[]),
-    ("vssd-trace", &[]),
+    ("vssd-trace", &["vssd-common", "vssd-profile"]),
     ("vssd-model", &["vssd-profile"]),
     (
         "vssd-sim",
