@@ -1,7 +1,7 @@
 //! `vssd ctl`: talk to a running `vssd serve` over its control socket.
 //!
 //! [`protocol`] defines the JSON lines and the typed results, [`server`]
-//! answers them inside the daemon, [`format`] prints them; the
+//! answers them inside the daemon, [`format`](mod@format) prints them; the
 //! command-line client is its arguments (`cli`), the connection
 //! ([`Client`]) and the subcommands (`run`).
 

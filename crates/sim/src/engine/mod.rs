@@ -4,7 +4,7 @@
 //! ends of think time), ordered by virtual time and then by insertion order,
 //! so runs are deterministic. Each job keeps `iodepth` I/Os outstanding and
 //! issues the next one when one completes, as fio's default
-//! (`iodepth_batch=1`) does. All jobs of an invocation share one [`Ssd`];
+//! (`iodepth_batch=1`) does. All jobs of an invocation share one [`Ssd`](vssd_model::Ssd);
 //! a `stonewall` job starts a new group when every earlier job has ended.
 //!
 //! The per-I/O path allocates nothing: a heap push and pop, a histogram

@@ -2,10 +2,10 @@
 //!
 //! Every option the simulator carries out is one entry of a table — the
 //! names fio accepts for it and the function that parses its value into
-//! the [`JobSpec`] — grouped by what it governs: [`workload`] (what I/O a
-//! job issues), [`pacing`] (how long and how fast), [`output`] (what it
-//! reports and logs), [`replay`] (`read_iolog`), [`defaults`] (options
-//! accepted only at a value that changes nothing here). [`fio`] holds
+//! the [`JobSpec`] — grouped by what it governs: `workload` (what I/O a
+//! job issues), `pacing` (how long and how fast), `output` (what it
+//! reports and logs), `replay` (`read_iolog`), `defaults` (options
+//! accepted only at a value that changes nothing here). `fio` holds
 //! fio's own names: those that change nothing in a simulation, those the
 //! simulator cannot honour, aliases, and fio's whole option list.
 
@@ -65,7 +65,7 @@ fn setter(name: &str) -> Option<Set> {
 /// Apply one option to a job. `value` is `None` for a bare `key` line.
 ///
 /// An option is honoured (its table entry), accepted without effect
-/// ([`fio::NO_EFFECT`]), refused with the reason ([`fio::UNSUPPORTED`], a
+/// (`fio::NO_EFFECT`), refused with the reason (`fio::UNSUPPORTED`, a
 /// bad value), refused as unknown to fio (with the nearest name fio has),
 /// or, when fio has it but nothing here uses it, ignored with a warning.
 pub fn apply(
