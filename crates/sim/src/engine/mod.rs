@@ -11,6 +11,8 @@
 //! increment and a few arithmetic operations around `Ssd::submit`.
 
 mod plan;
+#[cfg(test)]
+mod replay_tests;
 mod report;
 mod simulation;
 mod state;
