@@ -42,6 +42,20 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "vssd-trace",
         ],
     ),
+    // The fuzz targets (crates/fuzz): test-only, over the parsers of
+    // every layer.
+    (
+        "vssd-fuzz",
+        &[
+            "vssd-profile",
+            "vssd-trace",
+            "vssd-sim",
+            "vssd-device",
+            "vssd-frontend",
+            "vssd-ctl",
+            "vssd-kit",
+        ],
+    ),
     (
         "vssd",
         &[
