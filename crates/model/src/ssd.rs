@@ -393,6 +393,10 @@ impl Ssd {
     /// [`MapCache::lookup`]: when the entries of `first..=last` are in DRAM.
     #[inline]
     pub(super) fn map_lookup(&mut self, t: u64, first: u64, last: u64, dirty: bool) -> u64 {
+        // The whole map in DRAM (most drives): no traffic, nothing to lend.
+        if !self.map_cache.enabled() {
+            return t;
+        }
         let (cache, mut flash) = self.map_cache_and_flash();
         cache.lookup(&mut flash, t, first, last, dirty)
     }
@@ -400,6 +404,9 @@ impl Ssd {
     /// [`MapCache::update`]: GC moved `lpns` at `t`.
     #[inline]
     pub(super) fn map_update(&mut self, t: u64, lpns: &[u64]) {
+        if !self.map_cache.enabled() {
+            return;
+        }
         let (cache, mut flash) = self.map_cache_and_flash();
         cache.update(&mut flash, t, lpns);
     }
@@ -407,6 +414,9 @@ impl Ssd {
     /// [`MapCache::trim`]: units `first..end` trimmed at `t`.
     #[inline]
     pub(super) fn map_trim(&mut self, t: u64, first: u64, end: u64) {
+        if !self.map_cache.enabled() {
+            return;
+        }
         let (cache, mut flash) = self.map_cache_and_flash();
         cache.trim(&mut flash, t, first, end);
     }
