@@ -41,7 +41,7 @@
 //! types they share in `types.rs`. What the drive does with them is in
 //! the modules that extend [`Ssd`]: the write path (`write.rs`,
 //! `write_point.rs`), reads (`read.rs`), GC (`gc.rs`), TRIM (`trim.rs`),
-//! hybrid mapping (`hybrid/`), invariants, queries, persistence and
+//! the map cache's traffic (`map_traffic.rs`), hybrid mapping (`hybrid/`), invariants, queries, persistence and
 //! preconditioning.
 
 use serde::{Deserialize, Serialize};
@@ -301,6 +301,7 @@ mod hybrid;
 mod invariants;
 mod log_blocks;
 mod map_cache;
+mod map_traffic;
 mod mapping;
 mod packed;
 pub mod payload;

@@ -10,17 +10,14 @@
 //! it. On a fresh drive translation pages do not exist yet: the first
 //! access to one costs nothing to load.
 //!
-//! This state only decides *when* map traffic happens and what it costs:
-//! the reads and programs it reserves on the dies' timelines, given as a
-//! [`Flash`] (the drive lends its geometry, timelines and tally for the
-//! call); the forward map itself stays in `Mapping`. Replacement is CLOCK (second chance), the
+//! This state only decides *when* map traffic happens; what it costs on
+//! the dies (reads and programs reserved on their timelines) is the
+//! drive's, in `map_traffic.rs`. The forward map itself stays in `Mapping`. Replacement is CLOCK (second chance), the
 //! usual constant-time approximation of LRU.
 
 use super::geo::Geo;
 use super::mapping::Mapping;
 use super::packed::Bitmap;
-use super::timeline::Timelines;
-use super::types::{Count, Tally};
 
 /// What one access to a translation page costs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -203,113 +200,6 @@ impl MapCache {
         }
         Ok(())
     }
-}
-
-// ------------------------------------------------------------ the traffic
-
-/// What the cache's traffic takes of the drive: its geometry, the die and
-/// channel timelines the reads and write-backs occupy, and the tally they
-/// are counted in.
-pub(crate) struct Flash<'a> {
-    pub(crate) geo: &'a Geo,
-    pub(crate) timelines: &'a mut Timelines,
-    pub(crate) tally: &'a mut Tally,
-}
-
-impl MapCache {
-    /// The mapping entries of units `first..=last` are needed at `t`
-    /// (`dirty`: they change). Every translation page of the range that is
-    /// not cached is brought in (a NAND read, after a dirty page makes room
-    /// by being written back); returns when all of them are in DRAM (`t`
-    /// when they were, or when the whole map is in DRAM).
-    #[inline]
-    pub(crate) fn lookup(
-        &mut self,
-        f: &mut Flash<'_>,
-        t: u64,
-        first: u64,
-        last: u64,
-        dirty: bool,
-    ) -> u64 {
-        if !self.enabled() {
-            return t;
-        }
-        let (a, b) = (self.tpage(first), self.tpage(last));
-        let mut ready = t;
-        for tp in a..=b {
-            ready = ready.max(self.touch(f, t, tp, dirty));
-        }
-        ready
-    }
-
-    /// The entries of `lpns` change at `t` (GC moved them): their
-    /// translation pages are brought in and marked changed. Consecutive
-    /// units of one page cost one look-up.
-    #[inline]
-    pub(crate) fn update(&mut self, f: &mut Flash<'_>, t: u64, lpns: &[u64]) {
-        if !self.enabled() {
-            return;
-        }
-        let mut last = u32::MAX;
-        for &lpn in lpns {
-            let tp = self.tpage(lpn);
-            if tp != last {
-                self.touch(f, t, tp, true);
-                last = tp;
-            }
-        }
-    }
-
-    /// A TRIM of units `first..end` at `t`: translation pages it covers
-    /// entirely are dropped (nothing to read: they map nothing now); the
-    /// ones it covers in part are brought in and changed.
-    #[inline]
-    pub(crate) fn trim(&mut self, f: &mut Flash<'_>, t: u64, first: u64, end: u64) {
-        if !self.enabled() || first >= end {
-            return;
-        }
-        let per = self.units_per_tpage();
-        let (a, b) = (self.tpage(first), self.tpage(end - 1));
-        for tp in a..=b {
-            let lo = tp as u64 * per;
-            let hi = (lo + per).min(f.geo.logical_units);
-            if first <= lo && end >= hi {
-                self.forget(tp);
-            } else {
-                self.touch(f, t, tp, true);
-            }
-        }
-    }
-
-    /// One access to translation page `tp` at `t`; when it is in DRAM.
-    fn touch(&mut self, f: &mut Flash<'_>, t: u64, tp: u32, dirty: bool) -> u64 {
-        let access = self.access(tp, dirty);
-        if let Some(old) = access.write_back {
-            write_back(f, t, old);
-        }
-        if !access.read {
-            return t;
-        }
-        f.tally.add(Count::MapReads, 1);
-        f.tally.add(Count::NandPagesRead, 1);
-        let die = tp as usize % f.geo.dies as usize;
-        f.timelines.nand_read(f.geo, die, t, f.geo.map_page_bytes)
-    }
-}
-
-/// Write translation page `tp` back to NAND from `t` on: one page
-/// programmed on its die (translation pages are spread over the dies by
-/// number). Their blocks are not modelled: the pages take die and channel
-/// time and count as NAND bytes programmed, not space.
-fn write_back(f: &mut Flash<'_>, t: u64, tp: u32) {
-    let die = tp as usize % f.geo.dies as usize;
-    let bytes = f.geo.map_page_bytes;
-    let dur = f.geo.chan_ns(bytes);
-    let xe = f.timelines.program_transfer(f.geo, die, t, dur);
-    f.timelines.occupy_die(die, xe + f.geo.t_prog);
-    f.tally.add(Count::MapWrites, 1);
-    f.tally.add(Count::NandPagesProgrammed, 1);
-    f.tally.add(Count::NandBytesProgrammed, bytes);
 }
 
 /// The translation pages (of `per` units each) that map at least one

@@ -11,7 +11,7 @@ use super::buffer::WriteBuffer;
 use super::deferred_release::DeferredRelease;
 use super::geo::Geo;
 use super::log_blocks::MappingScheme;
-use super::map_cache::{Flash, MapCache};
+use super::map_cache::MapCache;
 use super::mapping::Mapping;
 use super::reduction::Reduction;
 use super::slc::SlcCache;
@@ -49,6 +49,7 @@ pub struct Ssd {
     /// The translation pages cached in DRAM, where only part of the map
     /// fits (`map_cache.rs`).
     pub(super) map_cache: MapCache,
+    /// What the model has counted (`types.rs`).
     pub(super) tally: Tally,
     pub(super) seed: u64,
     /// Host units placed so far (each host write places one per mapping
@@ -372,53 +373,6 @@ impl Ssd {
         fresh.tally = std::mem::take(&mut self.tally);
         fresh.timelines = Timelines::idle_from(&fresh.geo, self.timelines.now());
         *self = fresh;
-    }
-
-    // ------------------------------------------------------ map traffic
-
-    /// The map cache, and what its traffic takes of the drive, borrowed
-    /// apart (`map_cache.rs`).
-    #[inline]
-    fn map_cache_and_flash(&mut self) -> (&mut MapCache, Flash<'_>) {
-        (
-            &mut self.map_cache,
-            Flash {
-                geo: &self.geo,
-                timelines: &mut self.timelines,
-                tally: &mut self.tally,
-            },
-        )
-    }
-
-    /// [`MapCache::lookup`]: when the entries of `first..=last` are in DRAM.
-    #[inline]
-    pub(super) fn map_lookup(&mut self, t: u64, first: u64, last: u64, dirty: bool) -> u64 {
-        // The whole map in DRAM (most drives): no traffic, nothing to lend.
-        if !self.map_cache.enabled() {
-            return t;
-        }
-        let (cache, mut flash) = self.map_cache_and_flash();
-        cache.lookup(&mut flash, t, first, last, dirty)
-    }
-
-    /// [`MapCache::update`]: GC moved `lpns` at `t`.
-    #[inline]
-    pub(super) fn map_update(&mut self, t: u64, lpns: &[u64]) {
-        if !self.map_cache.enabled() {
-            return;
-        }
-        let (cache, mut flash) = self.map_cache_and_flash();
-        cache.update(&mut flash, t, lpns);
-    }
-
-    /// [`MapCache::trim`]: units `first..end` trimmed at `t`.
-    #[inline]
-    pub(super) fn map_trim(&mut self, t: u64, first: u64, end: u64) {
-        if !self.map_cache.enabled() {
-            return;
-        }
-        let (cache, mut flash) = self.map_cache_and_flash();
-        cache.trim(&mut flash, t, first, end);
     }
 }
 
