@@ -13,6 +13,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("vssd-profile", &[]),
     ("vssd-trace", &[]),
     ("vssd-model", &["vssd-profile"]),
+    ("vssd-qemu", &["vssd-profile"]),
     (
         "vssd-sim",
         &["vssd-common", "vssd-profile", "vssd-model", "vssd-trace"],
@@ -40,6 +41,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "vssd-device",
             "vssd-ctl",
             "vssd-trace",
+            "vssd-qemu",
         ],
     ),
     (
@@ -55,6 +57,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "vssd-loadgen",
             "vssd-kit",
             "vssd-trace",
+            "vssd-qemu",
         ],
     ),
 ];
@@ -193,6 +196,7 @@ fn the_model_is_pure_and_the_daemon_has_no_charts() {
         "vssd-ctl",
         "vssd-loadgen",
         "vssd-sim",
+        "vssd-qemu",
     ] {
         let r = reachable(&meta, root);
         assert!(!r.contains("plotters"), "{root} reaches plotters");

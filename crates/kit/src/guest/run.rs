@@ -12,6 +12,11 @@ use super::console::{self, Console};
 use super::image::{GuestImage, ensure_image, tail_lines};
 use super::{GuestError, Result, io_err};
 use vssd_profile::Identity;
+use vssd_profile::identity::qemu_opt_value;
+use vssd_qemu::{AhciPort, Attach, NbdServer, QemuOpt};
+
+/// The id of the AHCI controller the SATA disks share.
+const AHCI: &str = "ahci";
 
 /// A disk attached to the guest. The guest names disks in the order they
 /// are given, per kind: `/dev/vda`, `/dev/vdb`...; `/dev/sda`...;
@@ -229,7 +234,6 @@ impl Guest {
             append.push(' ');
             append.push_str(arg);
         }
-        let mem = self.memory_mib;
         let mut args: Vec<OsString> = Vec::new();
         let mut push = |parts: &[&str]| args.extend(parts.iter().map(OsString::from));
         push(&[
@@ -241,92 +245,83 @@ impl Guest {
         ]);
         push(&["-accel", accel.qemu_arg()]);
         push(&["-smp", &self.smp.to_string()]);
-        push(&["-m", &format!("{mem}M")]);
-        // vhost-user backends map guest memory: it must be a shared memfd.
-        push(&[
-            "-object",
-            &format!("memory-backend-memfd,id=mem,size={mem}M,share=on"),
-        ]);
-        push(&["-numa", "node,memdev=mem"]);
-        push(&["-kernel", &path_opt(&image.kernel)?]);
-        push(&["-initrd", &path_opt(&image.initrd)?]);
-        push(&["-append", &append]);
-        push(&[
+        let mut opts = vssd_qemu::shared_memory("mem", u64::from(self.memory_mib));
+        opts.push(("-kernel", path_opt(&image.kernel)?));
+        opts.push(("-initrd", path_opt(&image.initrd)?));
+        opts.push(("-append", append));
+        opts.push((
             "-chardev",
-            &format!(
+            format!(
                 "file,id=console,path={}",
-                qemu_escape(&path_opt(console_log)?)
+                qemu_opt_value(&path_opt(console_log)?)
             ),
-        ]);
-        push(&["-serial", "chardev:console"]);
-        push(&[
+        ));
+        opts.push(("-serial", "chardev:console".into()));
+        opts.push((
             "-virtfs",
-            "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
-        ]);
+            "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap"
+                .into(),
+        ));
+        opts.extend(self.disk_options()?);
+        for (opt, value) in opts {
+            push(&[opt, &value]);
+        }
+        Ok(args)
+    }
+
+    /// The QEMU options of the disks, in order: disk `i` is `disk{i}`, the
+    /// SATA ones on the ports of one AHCI controller.
+    fn disk_options(&self) -> Result<Vec<QemuOpt>> {
+        let mut opts = Vec::new();
         let mut sata_port = 0;
         for (i, disk) in self.disks.iter().enumerate() {
-            match disk {
-                Disk::VhostUserBlk { socket, num_queues } => {
-                    if *num_queues == 0 {
-                        return Err(GuestError::Config(
-                            "vhost-user-blk num_queues must be >= 1".into(),
-                        ));
-                    }
-                    let sock = qemu_escape(&path_opt(socket)?);
-                    let reconnect = self
-                        .vhost_reconnect
-                        .map(|n| format!(",reconnect={n}"))
-                        .unwrap_or_default();
-                    push(&[
-                        "-chardev",
-                        &format!("socket,id=vu{i},path={sock}{reconnect}"),
-                    ]);
-                    push(&[
-                        "-device",
-                        &format!("vhost-user-blk-pci,chardev=vu{i},num-queues={num_queues}"),
-                    ]);
-                }
+            let attach = match disk {
+                Disk::VhostUserBlk { socket, num_queues } => Attach::VhostUserBlk {
+                    socket,
+                    queues: *num_queues,
+                    reconnect_s: self.vhost_reconnect,
+                },
                 Disk::NbdSata {
                     socket,
                     export,
                     identity,
                 } => {
                     if sata_port == 0 {
-                        push(&["-device", "ahci,id=ahci"]);
+                        opts.push(vssd_qemu::ahci_controller(AHCI));
                     }
                     if sata_port == 6 {
                         return Err(GuestError::Config(
                             "at most 6 SATA disks (AHCI ports)".into(),
                         ));
                     }
-                    push(&["-blockdev", &nbd_blockdev(i, socket, export)?]);
-                    push(&[
-                        "-blockdev",
-                        &format!("driver=raw,node-name=raw{i},file=nbd{i},discard=unmap"),
-                    ]);
-                    push(&[
-                        "-device",
-                        &format!(
-                            "ide-hd,drive=raw{i},bus=ahci.{sata_port},rotation_rate=1,discard_granularity=512,{}",
-                            identity.ide_hd_properties()
-                        ),
-                    ]);
                     sata_port += 1;
+                    Attach::NbdSata {
+                        server: NbdServer::Unix(socket),
+                        export,
+                        identity,
+                        ahci: AhciPort::Port {
+                            controller: AHCI,
+                            port: sata_port - 1,
+                        },
+                    }
                 }
                 Disk::NbdNvme {
                     socket,
                     export,
                     identity,
-                } => {
-                    push(&["-blockdev", &nbd_blockdev(i, socket, export)?]);
-                    push(&[
-                        "-device",
-                        &format!("nvme,drive=nbd{i},{}", identity.nvme_properties()),
-                    ]);
-                }
-            }
+                } => Attach::NbdNvme {
+                    server: NbdServer::Unix(socket),
+                    export,
+                    identity,
+                },
+            };
+            opts.extend(
+                attach
+                    .options(&format!("disk{i}"))
+                    .map_err(|e| GuestError::Config(e.to_string()))?,
+            );
         }
-        Ok(args)
+        Ok(opts)
     }
 
     /// Boots the guest, runs `script` with `/bin/sh` in the host-root
@@ -518,24 +513,11 @@ impl Guest {
     }
 }
 
-fn nbd_blockdev(i: usize, socket: &Path, export: &str) -> Result<String> {
-    Ok(format!(
-        "driver=nbd,node-name=nbd{i},server.type=unix,server.path={},export={},discard=unmap",
-        qemu_escape(&path_opt(socket)?),
-        qemu_escape(export)
-    ))
-}
-
 /// A path as UTF-8 for a QEMU option.
 fn path_opt(path: &Path) -> Result<String> {
     path.to_str()
         .map(str::to_string)
         .ok_or_else(|| GuestError::Config(format!("path {} is not UTF-8", path.display())))
-}
-
-/// QEMU's option syntax: a literal comma is written twice.
-fn qemu_escape(value: &str) -> String {
-    value.replace(',', ",,")
 }
 
 /// Whether `s` can be one kernel command-line word.
@@ -744,19 +726,19 @@ mod tests {
             });
         let a = joined(&g);
         assert!(a.contains(
-            "-chardev socket,id=vu0,path=/s/v,,1.sock -device vhost-user-blk-pci,chardev=vu0,num-queues=2"
+            "-chardev socket,id=disk0,path=/s/v,,1.sock -device vhost-user-blk-pci,chardev=disk0,num-queues=2"
         ));
         assert_eq!(a.matches("-device ahci,id=ahci").count(), 1);
         assert!(a.contains(
-            "-blockdev driver=nbd,node-name=nbd1,server.type=unix,server.path=/s/n.sock,export=d,discard=unmap \
-             -blockdev driver=raw,node-name=raw1,file=nbd1,discard=unmap \
-             -device ide-hd,drive=raw1,bus=ahci.0,rotation_rate=1,discard_granularity=512,model=M,, X,serial=S1,ver=F1"
+            "-blockdev driver=nbd,node-name=disk1-nbd,server.type=unix,server.path=/s/n.sock,export=d,discard=unmap \
+             -blockdev driver=raw,node-name=disk1-raw,file=disk1-nbd,discard=unmap \
+             -device ide-hd,id=disk1,drive=disk1-raw,bus=ahci.0,rotation_rate=1,discard_granularity=512,model=M,, X,serial=S1,ver=F1"
         ));
         assert!(a.contains(
-            "-blockdev driver=nbd,node-name=nbd2,server.type=unix,server.path=/s/n.sock,export=e,discard=unmap \
-             -device nvme,drive=nbd2,serial=VSSD1"
+            "-blockdev driver=nbd,node-name=disk2-nbd,server.type=unix,server.path=/s/n.sock,export=e,discard=unmap \
+             -device nvme,id=disk2,drive=disk2-nbd,serial=VSSD1"
         ));
-        assert!(a.contains("drive=raw3,bus=ahci.1,"));
+        assert!(a.contains("drive=disk3-raw,bus=ahci.1,"));
     }
 
     #[test]
