@@ -20,6 +20,12 @@ use super::results::{BenchResults, Mode, PhaseResult};
 /// listed as such.
 pub fn compare(a: &BenchResults, b: &BenchResults) -> String {
     let (la, lb) = labels(a, b);
+    let runs = Runs {
+        a,
+        b,
+        la: &la,
+        lb: &lb,
+    };
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -27,211 +33,251 @@ pub fn compare(a: &BenchResults, b: &BenchResults) -> String {
         md_escape(&la),
         md_escape(&lb)
     );
-
-    let _ = writeln!(out, "## What ran\n");
-    let row = |k: &str, f: &dyn Fn(&BenchResults) -> String| {
-        let (x, y) = (f(a), f(b));
-        let mark = if x == y { "" } else { " (differs)" };
-        vec![format!("{k}{mark}"), x, y]
-    };
-    let opt = |s: &Option<String>| s.clone().unwrap_or_else(|| "—".into());
-    let rows = vec![
-        row("Scenario", &|r| r.scenario.clone()),
-        row("Mode", &|r| mode(r).into()),
-        row("Profile", &|r| r.profile.clone()),
-        row("Capacity", &|r| fmt_bytes(r.capacity)),
-        row("Bus", &|r| match r.mode {
-            Mode::Guest => r.bus.name().into(),
-            Mode::Sim => "—".into(),
-        }),
-        row("Accelerator", &|r| opt(&r.environment.accel)),
-        row("Guest kernel", &|r| opt(&r.environment.guest_kernel)),
-        row("vssd", &|r| r.environment.vssd.clone()),
-        row("QEMU", &|r| opt(&r.environment.qemu)),
-        row("fio", &|r| opt(&r.environment.fio)),
-        row("Started", &|r| fmt_unix(r.started_unix)),
-        row("Result", &|r| result(r)),
-    ];
-    table(&mut out, &["", &la, &lb], &[false, false, false], rows);
-
-    // Every figure, phase by phase.
     let names = phase_names(a, b);
-    let mut rows = Vec::new();
-    for name in &names {
-        let (pa, pb) = (a.phase(name), b.phase(name));
-        let metrics = metric_names(pa, pb);
-        if metrics.is_empty() {
-            continue;
-        }
-        for m in metrics {
-            let va = pa.and_then(|p| key_value(p, &m));
-            let vb = pb.and_then(|p| key_value(p, &m));
-            let cell = |p: Option<&PhaseResult>, v: Option<f64>| match (p, v) {
-                (None, _) => "(no phase)".to_string(),
-                (Some(_), None) => "—".to_string(),
-                (Some(_), Some(v)) => fmt_metric(&m, v),
-            };
-            let ratio = match (va, vb) {
-                (Some(x), Some(y)) if x != 0.0 && x.is_finite() && y.is_finite() => {
-                    fmt_ratio(y / x)
-                }
-                _ => "—".into(),
-            };
-            rows.push(vec![
-                name.clone(),
-                m.clone(),
-                cell(pa, va),
-                cell(pb, vb),
-                ratio,
-            ]);
-        }
-    }
-    if !rows.is_empty() {
-        let _ = writeln!(out, "## Figures per phase\n");
-        let _ = writeln!(
-            out,
-            "Phases matched by name; B / A is the second run's figure over the first's.\n"
-        );
-        table(
-            &mut out,
-            &["Phase", "Metric", &la, &lb, "B / A"],
-            &[false, false, true, true, true],
-            rows,
-        );
+    runs.what_ran(&mut out);
+    runs.figures(&mut out, &names);
+    runs.baseline_ratios(&mut out, &names);
+    runs.trim_audit(&mut out, &names);
+    runs.expectations(&mut out);
+    runs.sim_vs_guest(&mut out);
+    out
+}
+
+/// The two runs and their column labels.
+struct Runs<'a> {
+    a: &'a BenchResults,
+    b: &'a BenchResults,
+    la: &'a str,
+    lb: &'a str,
+}
+
+impl Runs<'_> {
+    /// What ran: scenario, mode, drive, bus, environment, result.
+    fn what_ran(&self, out: &mut String) {
+        let (a, b) = (self.a, self.b);
+        let _ = writeln!(out, "## What ran\n");
+        let row = |k: &str, f: &dyn Fn(&BenchResults) -> String| {
+            let (x, y) = (f(a), f(b));
+            let mark = if x == y { "" } else { " (differs)" };
+            vec![format!("{k}{mark}"), x, y]
+        };
+        let opt = |s: &Option<String>| s.clone().unwrap_or_else(|| "—".into());
+        let rows = vec![
+            row("Scenario", &|r| r.scenario.clone()),
+            row("Mode", &|r| mode(r).into()),
+            row("Profile", &|r| r.profile.clone()),
+            row("Capacity", &|r| fmt_bytes(r.capacity)),
+            row("Bus", &|r| match r.mode {
+                Mode::Guest => r.bus.name().into(),
+                Mode::Sim => "—".into(),
+            }),
+            row("Accelerator", &|r| opt(&r.environment.accel)),
+            row("Guest kernel", &|r| opt(&r.environment.guest_kernel)),
+            row("vssd", &|r| r.environment.vssd.clone()),
+            row("QEMU", &|r| opt(&r.environment.qemu)),
+            row("fio", &|r| opt(&r.environment.fio)),
+            row("Started", &|r| fmt_unix(r.started_unix)),
+            row("Result", &|r| result(r)),
+        ];
+        table(out, &["", self.la, self.lb], &[false, false, false], rows);
     }
 
-    // Each run against its own baseline (fresh): does B recover like A?
-    let (ka, ra) = key_figures(a);
-    let (kb, rb) = key_figures(b);
-    let keys: Vec<&str> = KEY_METRICS
-        .iter()
-        .map(|(k, _)| *k)
-        .filter(|k| ka.iter().chain(&kb).any(|(x, _)| x == k))
-        .collect();
-    let ratio_of =
-        |rows: &[super::report::KeyRow], present: &[(&str, &str)], phase: &str, key: &str| {
-            let row = rows.iter().find(|r| r.phase == phase)?;
-            let i = present.iter().position(|(k, _)| *k == key)?;
-            Some((row.values[i].1?, row.baseline.clone()?))
-        };
-    let mut rows = Vec::new();
-    for name in &names {
-        for key in &keys {
-            let x = ratio_of(&ra, &ka, name, key);
-            let y = ratio_of(&rb, &kb, name, key);
-            if x.is_none() && y.is_none() {
+    /// Every figure, phase by phase, with B / A.
+    fn figures(&self, out: &mut String, names: &[String]) {
+        let (a, b) = (self.a, self.b);
+        let mut rows = Vec::new();
+        for name in names {
+            let (pa, pb) = (a.phase(name), b.phase(name));
+            let metrics = metric_names(pa, pb);
+            if metrics.is_empty() {
                 continue;
             }
-            let cell = |v: &Option<(f64, String)>| match v {
-                Some((r, base)) => format!("{} × {base}", fmt_ratio(*r)),
-                None => "—".into(),
-            };
-            rows.push(vec![name.clone(), key.to_string(), cell(&x), cell(&y)]);
-        }
-    }
-    if !rows.is_empty() {
-        let _ = writeln!(out, "## Ratios to each run's baseline\n");
-        let _ = writeln!(
-            out,
-            "Each phase's figure over its run's baseline for the same workload (the phase named like “fresh”, else the first).\n"
-        );
-        table(
-            &mut out,
-            &["Phase", "Metric", &la, &lb],
-            &[false, false, true, true],
-            rows,
-        );
-    }
-
-    // TRIM audit.
-    let mut rows = Vec::new();
-    for name in &names {
-        let ta = a.phase(name).and_then(|p| p.trim.as_ref());
-        let tb = b.phase(name).and_then(|p| p.trim.as_ref());
-        let is_trim = [a.phase(name), b.phase(name)]
-            .iter()
-            .flatten()
-            .any(|p| p.kind == "trim");
-        if !is_trim || (ta.is_none() && tb.is_none()) {
-            continue;
-        }
-        let cell = |t: Option<&vssd_device::report::TrimReport>| match t {
-            Some(t) => format!(
-                "{} freed of {} requested ({} commands)",
-                fmt_bytes(t.freed_bytes),
-                fmt_bytes(t.requested_bytes),
-                t.discard_cmds + t.write_zeroes_cmds
-            ),
-            None => "—".into(),
-        };
-        rows.push(vec![name.clone(), cell(ta), cell(tb)]);
-    }
-    if !rows.is_empty() {
-        let _ = writeln!(out, "## TRIM audit\n");
-        table(&mut out, &["Phase", &la, &lb], &[false, false, false], rows);
-    }
-
-    // Expectations, matched by their text.
-    let texts: Vec<&str> = {
-        let mut seen = BTreeSet::new();
-        a.expects
-            .iter()
-            .chain(&b.expects)
-            .map(|e| e.text.as_str())
-            .filter(|t| seen.insert(*t))
-            .collect()
-    };
-    if !texts.is_empty() {
-        let verdict = |r: &BenchResults, t: &str| match r.expects.iter().find(|e| e.text == t) {
-            Some(e) => format!("{} ({})", e.label(), e.detail),
-            None => "—".into(),
-        };
-        let rows = texts
-            .iter()
-            .map(|t| vec![t.to_string(), verdict(a, t), verdict(b, t)])
-            .collect();
-        let _ = writeln!(out, "## Expectations\n");
-        table(
-            &mut out,
-            &["Assertion", &la, &lb],
-            &[false, false, false],
-            rows,
-        );
-    }
-
-    // Simulator vs guest, per run.
-    let (ca, cb) = (comparisons(a), comparisons(b));
-    if !ca.is_empty() || !cb.is_empty() {
-        let mut keys: Vec<(String, String)> = Vec::new();
-        for c in ca.iter().chain(&cb) {
-            let k = (c.phase.clone(), c.metric.clone());
-            if !keys.contains(&k) {
-                keys.push(k);
+            for m in metrics {
+                let va = pa.and_then(|p| key_value(p, &m));
+                let vb = pb.and_then(|p| key_value(p, &m));
+                let cell = |p: Option<&PhaseResult>, v: Option<f64>| match (p, v) {
+                    (None, _) => "(no phase)".to_string(),
+                    (Some(_), None) => "—".to_string(),
+                    (Some(_), Some(v)) => fmt_metric(&m, v),
+                };
+                let ratio = match (va, vb) {
+                    (Some(x), Some(y)) if x != 0.0 && x.is_finite() && y.is_finite() => {
+                        fmt_ratio(y / x)
+                    }
+                    _ => "—".into(),
+                };
+                rows.push(vec![
+                    name.clone(),
+                    m.clone(),
+                    cell(pa, va),
+                    cell(pb, vb),
+                    ratio,
+                ]);
             }
         }
-        let cell = |cs: &[super::results::PhaseComparison], k: &(String, String)| {
-            cs.iter()
-                .find(|c| c.phase == k.0 && c.metric == k.1)
-                .map(|c| format!("{} ({})", fmt_pct(c.difference), c.verdict()))
-                .unwrap_or_else(|| "—".into())
-        };
-        let rows = keys
-            .iter()
-            .map(|k| vec![k.0.clone(), k.1.clone(), cell(&ca, k), cell(&cb, k)])
-            .collect();
-        let _ = writeln!(out, "## Simulator vs guest\n");
-        let _ = writeln!(
-            out,
-            "(simulator − guest) / guest in each run, and whether within its tolerance.\n"
-        );
-        table(
-            &mut out,
-            &["Phase", "Metric", &la, &lb],
-            &[false, false, true, true],
-            rows,
-        );
+        if !rows.is_empty() {
+            let _ = writeln!(out, "## Figures per phase\n");
+            let _ = writeln!(
+                out,
+                "Phases matched by name; B / A is the second run's figure over the first's.\n"
+            );
+            table(
+                out,
+                &["Phase", "Metric", self.la, self.lb, "B / A"],
+                &[false, false, true, true, true],
+                rows,
+            );
+        }
     }
-    out
+
+    /// Each run against its own baseline (fresh): does B recover like A?
+    fn baseline_ratios(&self, out: &mut String, names: &[String]) {
+        let (a, b) = (self.a, self.b);
+        let (ka, ra) = key_figures(a);
+        let (kb, rb) = key_figures(b);
+        let keys: Vec<&str> = KEY_METRICS
+            .iter()
+            .map(|(k, _)| *k)
+            .filter(|k| ka.iter().chain(&kb).any(|(x, _)| x == k))
+            .collect();
+        let ratio_of =
+            |rows: &[super::report::KeyRow], present: &[(&str, &str)], phase: &str, key: &str| {
+                let row = rows.iter().find(|r| r.phase == phase)?;
+                let i = present.iter().position(|(k, _)| *k == key)?;
+                Some((row.values[i].1?, row.baseline.clone()?))
+            };
+        let mut rows = Vec::new();
+        for name in names {
+            for key in &keys {
+                let x = ratio_of(&ra, &ka, name, key);
+                let y = ratio_of(&rb, &kb, name, key);
+                if x.is_none() && y.is_none() {
+                    continue;
+                }
+                let cell = |v: &Option<(f64, String)>| match v {
+                    Some((r, base)) => format!("{} × {base}", fmt_ratio(*r)),
+                    None => "—".into(),
+                };
+                rows.push(vec![name.clone(), key.to_string(), cell(&x), cell(&y)]);
+            }
+        }
+        if !rows.is_empty() {
+            let _ = writeln!(out, "## Ratios to each run's baseline\n");
+            let _ = writeln!(
+                out,
+                "Each phase's figure over its run's baseline for the same workload (the phase named like “fresh”, else the first).\n"
+            );
+            table(
+                out,
+                &["Phase", "Metric", self.la, self.lb],
+                &[false, false, true, true],
+                rows,
+            );
+        }
+    }
+
+    /// What each run's TRIM phases freed of what they requested.
+    fn trim_audit(&self, out: &mut String, names: &[String]) {
+        let (a, b) = (self.a, self.b);
+        let mut rows = Vec::new();
+        for name in names {
+            let ta = a.phase(name).and_then(|p| p.trim.as_ref());
+            let tb = b.phase(name).and_then(|p| p.trim.as_ref());
+            let is_trim = [a.phase(name), b.phase(name)]
+                .iter()
+                .flatten()
+                .any(|p| p.kind == "trim");
+            if !is_trim || (ta.is_none() && tb.is_none()) {
+                continue;
+            }
+            let cell = |t: Option<&vssd_device::report::TrimReport>| match t {
+                Some(t) => format!(
+                    "{} freed of {} requested ({} commands)",
+                    fmt_bytes(t.freed_bytes),
+                    fmt_bytes(t.requested_bytes),
+                    t.discard_cmds + t.write_zeroes_cmds
+                ),
+                None => "—".into(),
+            };
+            rows.push(vec![name.clone(), cell(ta), cell(tb)]);
+        }
+        if !rows.is_empty() {
+            let _ = writeln!(out, "## TRIM audit\n");
+            table(
+                out,
+                &["Phase", self.la, self.lb],
+                &[false, false, false],
+                rows,
+            );
+        }
+    }
+
+    /// The expectations' verdicts, matched by their text.
+    fn expectations(&self, out: &mut String) {
+        let (a, b) = (self.a, self.b);
+        let texts: Vec<&str> = {
+            let mut seen = BTreeSet::new();
+            a.expects
+                .iter()
+                .chain(&b.expects)
+                .map(|e| e.text.as_str())
+                .filter(|t| seen.insert(*t))
+                .collect()
+        };
+        if !texts.is_empty() {
+            let verdict = |r: &BenchResults, t: &str| match r.expects.iter().find(|e| e.text == t) {
+                Some(e) => format!("{} ({})", e.label(), e.detail),
+                None => "—".into(),
+            };
+            let rows = texts
+                .iter()
+                .map(|t| vec![t.to_string(), verdict(a, t), verdict(b, t)])
+                .collect();
+            let _ = writeln!(out, "## Expectations\n");
+            table(
+                out,
+                &["Assertion", self.la, self.lb],
+                &[false, false, false],
+                rows,
+            );
+        }
+    }
+
+    /// Simulator vs guest, per run.
+    fn sim_vs_guest(&self, out: &mut String) {
+        let (a, b) = (self.a, self.b);
+        let (ca, cb) = (comparisons(a), comparisons(b));
+        if !ca.is_empty() || !cb.is_empty() {
+            let mut keys: Vec<(String, String)> = Vec::new();
+            for c in ca.iter().chain(&cb) {
+                let k = (c.phase.clone(), c.metric.clone());
+                if !keys.contains(&k) {
+                    keys.push(k);
+                }
+            }
+            let cell = |cs: &[super::results::PhaseComparison], k: &(String, String)| {
+                cs.iter()
+                    .find(|c| c.phase == k.0 && c.metric == k.1)
+                    .map(|c| format!("{} ({})", fmt_pct(c.difference), c.verdict()))
+                    .unwrap_or_else(|| "—".into())
+            };
+            let rows = keys
+                .iter()
+                .map(|k| vec![k.0.clone(), k.1.clone(), cell(&ca, k), cell(&cb, k)])
+                .collect();
+            let _ = writeln!(out, "## Simulator vs guest\n");
+            let _ = writeln!(
+                out,
+                "(simulator − guest) / guest in each run, and whether within its tolerance.\n"
+            );
+            table(
+                out,
+                &["Phase", "Metric", self.la, self.lb],
+                &[false, false, true, true],
+                rows,
+            );
+        }
+    }
 }
 
 /// [`compare`] of two output directories (or `results.json` files).

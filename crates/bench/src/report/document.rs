@@ -436,118 +436,7 @@ pub(super) fn document(r: &BenchResults, charts: &[Chart]) -> Vec<Block> {
         d.push(Block::Table(t));
     }
 
-    let cmp = comparison_table(r);
-    if cmp.is_some() || r.sim.is_some() {
-        d.push(Block::Heading(2, "Simulator vs guest".into()));
-        if let Some(t) = cmp {
-            d.push(Block::Para(vec![text(format!(
-                "Difference = (simulator − guest) / guest; tolerance ±{}.",
-                fmt_pct(r.tolerance).trim_start_matches('+')
-            ))]));
-            d.push(Block::Table(t));
-            if let Some(qd) = r.sim.as_ref().and_then(|s| {
-                s.phases
-                    .iter()
-                    .filter_map(|p| p.metrics.get("bus_capped_qd").copied())
-                    .reduce(f64::max)
-            }) {
-                d.push(Block::Para(vec![
-                    Span::Strong("queue depth:".into()),
-                    text(format!(
-                        " on the {} bus the guest's requests reach the drive through QEMU's NBD \
-                         client, which keeps at most {} in flight per connection whatever the \
-                         guest's iodepth; the simulator ran the deeper jobs at the depth the \
-                         drive can see ({qd:.0} at most), so both sides compare the same drive \
-                         workload, not the guest's nominal one. virtio-blk has no such cap.",
-                        r.bus.name(),
-                        crate::simrun::NBD_CLIENT_MAX_REQUESTS
-                    )),
-                ]));
-            }
-            if comparisons(r).iter().any(|c| c.replayed) {
-                d.push(Block::Para(vec![
-                    Span::Strong("replayed:".into()),
-                    text(
-                        " the simulator replayed the daemon's trace of each fio, surface and TRIM \
-                         phase request by request (the times and order in which the daemon's model \
-                         took them, offsets, sizes, at most as many in flight as the guest had), so \
-                         its drive got exactly what the guest sent, bursts and stalls included; \
-                         every such phase counts against the tolerance. The model is deterministic: \
-                         where it reproduces the recorded completions the two figures agree by \
-                         construction, so this column checks that the daemon delivered each \
-                         completion when its model said (late deliveries make the guest slower), \
-                         not the model. The prediction columns are the simulator's own run of the \
-                         phase's job file or surface pass, without the trace: whether the model \
-                         and the job predict what the guest measured (a guest-bound phase, which \
-                         the guest could not issue at the drive's pace, differs there for that \
-                         reason); reported, not counted.",
-                    ),
-                ]));
-            }
-            if comparisons(r).iter().any(|c| c.guest_bound && !c.replayed) {
-                d.push(Block::Para(vec![
-                    Span::Strong("guest-bound:".into()),
-                    text(
-                        " the guest's requests reached the drive at under half the queue depth the \
-                         simulator's did, so the emulated host, not the drive, set the guest's figure; \
-                         not counted against the tolerance.",
-                    ),
-                ]));
-            }
-            if comparisons(r)
-                .iter()
-                .any(|c| c.after_guest_bound && !c.within)
-            {
-                d.push(Block::Para(vec![
-                    Span::Strong("after guest-bound:".into()),
-                    text(
-                        " the phase starts from the drive state a guest-bound phase left; the \
-                         simulator replayed that phase at the guest's average rate, not with its \
-                         bursts and stalls, so the write buffer and garbage-collection backlog it \
-                         starts with can differ; not counted against the tolerance.",
-                    ),
-                ]));
-            }
-        } else {
-            d.push(Block::Para(vec![text(
-                "No phase has a figure in both runs to compare.",
-            )]));
-        }
-        for c in charts
-            .iter()
-            .filter(|c| c.file_name.starts_with("sim-vs-guest"))
-        {
-            d.push(Block::Chart {
-                file: c.file_name.clone(),
-                title: c.title.clone(),
-            });
-        }
-        if let Some(sim) = r.sim.as_deref() {
-            d.push(Block::Para(vec![text(
-                "Idle time before each phase (the guest's measured gaps, replayed in the simulator) and phase durations:",
-            )]));
-            d.push(Block::Table(timing_table(r, sim)));
-            if let Some(t) = key_table(sim) {
-                d.push(Block::Heading(3, "Simulator run: key figures".into()));
-                d.push(Block::Table(t));
-            }
-            let sim_charts: Vec<&Chart> = charts
-                .iter()
-                .filter(|c| {
-                    c.file_name.starts_with("sim-") && !c.file_name.starts_with("sim-vs-guest")
-                })
-                .collect();
-            if !sim_charts.is_empty() {
-                d.push(Block::Heading(3, "Simulator run: charts".into()));
-                for c in sim_charts {
-                    d.push(Block::Chart {
-                        file: c.file_name.clone(),
-                        title: c.title.clone(),
-                    });
-                }
-            }
-        }
-    }
+    sim_vs_guest(r, charts, &mut d);
 
     d.push(Block::Heading(2, "Phases".into()));
     d.push(Block::Para(vec![text(
@@ -562,6 +451,129 @@ pub(super) fn document(r: &BenchResults, charts: &[Chart]) -> Vec<Block> {
     }
 
     d.push(Block::Heading(2, "Files".into()));
+    d.push(Block::List(files(r)));
+    d
+}
+
+/// The simulator beside the guest: the comparison table and what its
+/// verdicts mean, the overlay charts, the timing table, and the
+/// simulator's own key figures and charts.
+fn sim_vs_guest(r: &BenchResults, charts: &[Chart], d: &mut Vec<Block>) {
+    let cmp = comparison_table(r);
+    if cmp.is_none() && r.sim.is_none() {
+        return;
+    }
+    d.push(Block::Heading(2, "Simulator vs guest".into()));
+    if let Some(t) = cmp {
+        d.push(Block::Para(vec![text(format!(
+            "Difference = (simulator − guest) / guest; tolerance ±{}.",
+            fmt_pct(r.tolerance).trim_start_matches('+')
+        ))]));
+        d.push(Block::Table(t));
+        if let Some(qd) = r.sim.as_ref().and_then(|s| {
+            s.phases
+                .iter()
+                .filter_map(|p| p.metrics.get("bus_capped_qd").copied())
+                .reduce(f64::max)
+        }) {
+            d.push(Block::Para(vec![
+                Span::Strong("queue depth:".into()),
+                text(format!(
+                    " on the {} bus the guest's requests reach the drive through QEMU's NBD \
+                     client, which keeps at most {} in flight per connection whatever the \
+                     guest's iodepth; the simulator ran the deeper jobs at the depth the \
+                     drive can see ({qd:.0} at most), so both sides compare the same drive \
+                     workload, not the guest's nominal one. virtio-blk has no such cap.",
+                    r.bus.name(),
+                    crate::simrun::NBD_CLIENT_MAX_REQUESTS
+                )),
+            ]));
+        }
+        if comparisons(r).iter().any(|c| c.replayed) {
+            d.push(Block::Para(vec![
+                Span::Strong("replayed:".into()),
+                text(
+                    " the simulator replayed the daemon's trace of each fio, surface and TRIM \
+                     phase request by request (the times and order in which the daemon's model \
+                     took them, offsets, sizes, at most as many in flight as the guest had), so \
+                     its drive got exactly what the guest sent, bursts and stalls included; \
+                     every such phase counts against the tolerance. The model is deterministic: \
+                     where it reproduces the recorded completions the two figures agree by \
+                     construction, so this column checks that the daemon delivered each \
+                     completion when its model said (late deliveries make the guest slower), \
+                     not the model. The prediction columns are the simulator's own run of the \
+                     phase's job file or surface pass, without the trace: whether the model \
+                     and the job predict what the guest measured (a guest-bound phase, which \
+                     the guest could not issue at the drive's pace, differs there for that \
+                     reason); reported, not counted.",
+                ),
+            ]));
+        }
+        if comparisons(r).iter().any(|c| c.guest_bound && !c.replayed) {
+            d.push(Block::Para(vec![
+                Span::Strong("guest-bound:".into()),
+                text(
+                    " the guest's requests reached the drive at under half the queue depth the \
+                     simulator's did, so the emulated host, not the drive, set the guest's figure; \
+                     not counted against the tolerance.",
+                ),
+            ]));
+        }
+        if comparisons(r)
+            .iter()
+            .any(|c| c.after_guest_bound && !c.within)
+        {
+            d.push(Block::Para(vec![
+                Span::Strong("after guest-bound:".into()),
+                text(
+                    " the phase starts from the drive state a guest-bound phase left; the \
+                     simulator replayed that phase at the guest's average rate, not with its \
+                     bursts and stalls, so the write buffer and garbage-collection backlog it \
+                     starts with can differ; not counted against the tolerance.",
+                ),
+            ]));
+        }
+    } else {
+        d.push(Block::Para(vec![text(
+            "No phase has a figure in both runs to compare.",
+        )]));
+    }
+    for c in charts
+        .iter()
+        .filter(|c| c.file_name.starts_with("sim-vs-guest"))
+    {
+        d.push(Block::Chart {
+            file: c.file_name.clone(),
+            title: c.title.clone(),
+        });
+    }
+    if let Some(sim) = r.sim.as_deref() {
+        d.push(Block::Para(vec![text(
+            "Idle time before each phase (the guest's measured gaps, replayed in the simulator) and phase durations:",
+        )]));
+        d.push(Block::Table(timing_table(r, sim)));
+        if let Some(t) = key_table(sim) {
+            d.push(Block::Heading(3, "Simulator run: key figures".into()));
+            d.push(Block::Table(t));
+        }
+        let sim_charts: Vec<&Chart> = charts
+            .iter()
+            .filter(|c| c.file_name.starts_with("sim-") && !c.file_name.starts_with("sim-vs-guest"))
+            .collect();
+        if !sim_charts.is_empty() {
+            d.push(Block::Heading(3, "Simulator run: charts".into()));
+            for c in sim_charts {
+                d.push(Block::Chart {
+                    file: c.file_name.clone(),
+                    title: c.title.clone(),
+                });
+            }
+        }
+    }
+}
+
+/// The files of the run's output directory, and what each holds.
+fn files(r: &BenchResults) -> Vec<Vec<Span>> {
     let mut files = vec![vec![
         Span::Code("results.json".into()),
         text(": everything above, and fio's JSON per phase"),
@@ -595,6 +607,5 @@ pub(super) fn document(r: &BenchResults, charts: &[Chart]) -> Vec<Block> {
             text(format!(": WAF and free blocks over time{who}")),
         ]);
     }
-    d.push(Block::List(files));
-    d
+    files
 }
