@@ -2,12 +2,58 @@
 //! against simulated on log axes (figures of any unit side by side), with
 //! the diagonal and the ±25 % band. Filled points are held out, hollow ones
 //! are training figures; the colour is the group (the drive's state).
+//! Drawn with `vssd-chart`'s pieces (header, palette, text).
 
 use plotters::prelude::*;
+
+use crate::corpus::State;
+use crate::judge::PresetResult;
+use crate::text::pct;
 
 use vssd_chart::draw::{LEGEND_ROW, draw_header, text_style, to_svg};
 use vssd_chart::numfmt::truncate;
 use vssd_chart::{GRID, HEADER_H, INK, MUTED, PLOT_LEFT, colour};
+
+/// The states in the chart's legend order.
+const STATES: [State; 6] = [
+    State::Fresh,
+    State::PartiallyUsed,
+    State::Used,
+    State::AfterTrim,
+    State::SteadyState,
+    State::AfterIdle,
+];
+
+/// A preset's chart: every figure with a simulated value, published
+/// against simulated, coloured by state, filled when held out.
+pub fn of_preset(p: &PresetResult) -> Option<String> {
+    let points: Vec<ScatterPoint<'_>> = p
+        .figures
+        .iter()
+        .filter_map(|j| {
+            Some(ScatterPoint {
+                x: j.published,
+                y: j.simulated?,
+                group: j.state.name(),
+                filled: j.held_out,
+            })
+        })
+        .collect();
+    let groups: Vec<&str> = STATES.iter().map(|s| s.name()).collect();
+    let subtitle = format!(
+        "{} figures ({} held out): median |error| {}, within ±25 %: {}",
+        points.len(),
+        p.held_out.figures,
+        pct(p.held_out.median_abs_error),
+        pct(p.held_out.within_25pct),
+    );
+    validation(
+        &format!("{}: simulated vs published", p.preset),
+        &subtitle,
+        &groups,
+        &points,
+    )
+}
 
 /// One figure: published (x) against simulated (y), in its group (the
 /// drive's state: one colour each), filled when held out.
