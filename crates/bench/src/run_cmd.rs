@@ -195,7 +195,7 @@ fn finish(a: &RunArgs, r: &BenchResults) -> Result<(), BenchError> {
 }
 
 /// Write `results.json`, the CSVs, the charts and the reports into `dir`.
-pub(crate) fn write_outputs(dir: &Path, r: &BenchResults) -> Result<(), BenchError> {
+fn write_outputs(dir: &Path, r: &BenchResults) -> Result<(), BenchError> {
     report::write_outputs(dir, r)
         .map(|_| ())
         .map_err(|e| BenchError::Io(format!("{}: {e}", dir.display())))

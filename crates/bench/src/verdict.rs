@@ -130,7 +130,6 @@ pub fn junit(r: &BenchResults) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run_cmd::write_outputs;
     use crate::scenario::Overrides;
     use crate::sim_vs_guest::compare_runs;
     use crate::simrun;
@@ -212,7 +211,7 @@ mod tests {
             "{text}"
         );
         let dir = tempfile::tempdir().unwrap();
-        write_outputs(dir.path(), &r).unwrap();
+        crate::report::write_outputs(dir.path(), &r).unwrap();
         let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
         assert!(
             html.contains("<td class=\"inconclusive\">INCONCLUSIVE (guest-bound)</td>"),

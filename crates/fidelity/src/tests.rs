@@ -1,3 +1,6 @@
+//! Tests of `vssd validate`: the built-in corpus, summaries, corpus-file
+//! errors, and judged runs at another capacity.
+
 use std::collections::BTreeMap;
 
 use super::*;

@@ -1,3 +1,6 @@
+//! Tests of the reports: every file written, charts, CSVs, Markdown and
+//! HTML, degenerate runs.
+
 use super::csv::csv_field;
 use super::*;
 use crate::results::{DriveSample, PhaseResult, Series, Surface, SurfacePoint};

@@ -1,3 +1,6 @@
+//! Tests of scenario files: the built-ins, every kind of mistake with its
+//! file and line, the fault, power, files and fsck phases.
+
 use super::*;
 
 #[test]
