@@ -13,7 +13,7 @@
 //! the summaries count held-out figures only. [`fit`] fits a preset and
 //! keeps the records (`validation/fits/*.toml`) by which `vssd validate`
 //! judges each held-out figure on the fold that never saw its source;
-//! [`text`] and [`chart`] show the result. See `docs/validation.md`.
+//! [`text()`] and [`chart`] show the result. See `docs/validation.md`.
 
 pub mod chart;
 pub mod corpus;

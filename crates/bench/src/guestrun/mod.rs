@@ -7,11 +7,11 @@
 //! between phases are measured too.
 //!
 //! - this module: the run, phase by phase, and the host-side phases;
-//! - [`boot`]: one boot of consecutive guest-side phases, and what each
+//! - `boot`: one boot of consecutive guest-side phases, and what each
 //!   measured;
-//! - [`script`]: what the guest runs and prints back;
-//! - [`phase_metrics`]: the fault, power and fsck phases' figures;
-//! - [`sampler`]: the drive, every second.
+//! - `script`: what the guest runs and prints back;
+//! - `phase_metrics`: the fault, power and fsck phases' figures;
+//! - `sampler`: the drive, every second.
 
 mod boot;
 mod phase_metrics;

@@ -5,9 +5,9 @@
 //!
 //! - this module: the run, phase by phase, and what a guest run hands it
 //!   to replay ([`Replay`]);
-//! - [`phases`]: each phase kind from the scenario;
+//! - `phases`: each phase kind from the scenario;
 //! - `replay`: a phase replayed from the daemon's trace of a guest run;
-//! - [`bus`]: what the guest's bus does to the requests (TRIM ranges, the
+//! - `bus`: what the guest's bus does to the requests (TRIM ranges, the
 //!   NBD client's queue depth).
 
 mod bus;
