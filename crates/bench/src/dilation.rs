@@ -28,13 +28,13 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use super::BenchError;
+use super::daemon;
 use super::metrics;
 use super::progress::Progress;
 use super::results::{DriveSample, PhaseResult, Surface};
 use super::scenario::{PhaseKind, Scenario, SurfaceOp};
 use super::surface::{self, Pass};
 use vssd_common::clock::TimeScale;
-use vssd_guest::serve::ServeProcess;
 use vssd_guest::{Accel, Guest, console_files};
 use vssd_sim::Simulation;
 
@@ -353,18 +353,8 @@ pub fn probe(
         ));
     }
     script.push_str(&console_files::print_command("/tmp/probe*.json"));
-    let args = [
-        "--profile".to_string(),
-        sc.profile_name.clone(),
-        "--capacity".to_string(),
-        sc.capacity.to_string(),
-        "--memory".to_string(),
-        "--realtime".to_string(),
-        "--time-scale".to_string(),
-        PROBE_SCALE.to_string(),
-    ];
     let run = {
-        let serve = ServeProcess::start(o.exe, o.dir, sc.bus, 2, &args)?;
+        let serve = daemon::start(sc, o.exe, o.dir, &PROBE_SCALE.to_string(), &[])?;
         Guest::new()
             .accel(o.accel)
             .disk(serve.disk())

@@ -12,6 +12,7 @@
 
 pub mod chart;
 pub mod compare;
+mod daemon;
 pub mod dilation;
 pub mod expr;
 pub mod guestrun;

@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::BenchError;
+use super::daemon;
 use super::dilation;
 use super::metrics;
 use super::progress::Progress;
@@ -166,22 +167,13 @@ pub fn run(
     })
 }
 
-/// `vssd serve` for the run: the scenario's drive in memory, in real time
-/// dilated by the run's time scale, tracing every request.
+/// `vssd serve` for the run: the scenario's drive, tracing every request.
 fn start_daemon(sc: &Scenario, o: &GuestOptions) -> Result<ServeProcess, BenchError> {
-    let args = [
-        "--profile".to_string(),
-        sc.profile_name.clone(),
-        "--capacity".to_string(),
-        sc.capacity.to_string(),
-        "--memory".to_string(),
-        "--realtime".to_string(),
-        "--time-scale".to_string(),
-        o.time_scale.to_string(),
+    let trace = [
         "--trace".to_string(),
         o.dir.join(TRACE_FILE).display().to_string(),
     ];
-    Ok(ServeProcess::start(&o.exe, &o.dir, sc.bus, 2, &args)?)
+    daemon::start(sc, &o.exe, &o.dir, &o.time_scale.to_string(), &trace)
 }
 
 /// A guest run under way: the scenario's phases so far.
