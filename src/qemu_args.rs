@@ -66,7 +66,7 @@ pub enum QemuArgsError {
     /// A wrong combination of options.
     #[error("{0}")]
     Usage(String),
-    /// A path QEMU cannot be given.
+    /// What cannot become a QEMU option (a socket path that is not UTF-8).
     #[error(transparent)]
     Qemu(#[from] QemuOptError),
 }
