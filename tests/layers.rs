@@ -59,6 +59,18 @@ const ALLOWED: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "vssd-fuzz",
+        &[
+            "vssd-ctl",
+            "vssd-device",
+            "vssd-fidelity",
+            "vssd-frontend",
+            "vssd-profile",
+            "vssd-sim",
+            "vssd-trace",
+        ],
+    ),
+    (
         "vssd",
         &[
             "vssd-common",

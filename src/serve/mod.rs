@@ -471,17 +471,18 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
                     format!("{} queues", args.queues)
                 },
             );
-            let rebind = || {
-                bind_socket(socket, socket_mode, gid, |p| {
+            let socket = socket.clone();
+            let rebind: vhost::Rebind = Arc::new(move || {
+                bind_socket(&socket, socket_mode, gid, |p| {
                     Listener::new(p, false).map_err(|e| io::Error::other(e.to_string()))
                 })
-            };
+            });
             vhost::serve_loop(
                 &args,
                 &device,
                 &fe,
                 &mut vhost_listener,
-                &rebind,
+                rebind,
                 &wake,
                 &stopping,
                 &current,

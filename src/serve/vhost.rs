@@ -90,23 +90,40 @@ fn cut_connection(conn: &Conn) {
     }
 }
 
+/// Makes a new listener on the vhost-user socket (at power-on).
+pub type Rebind = Arc<dyn Fn() -> Result<Listener, ServeError> + Send + Sync>;
+
 /// Serve vhost-user frontends on `listener` until `stopping`. While the
-/// drive's power is off the listener is closed (`None`); `rebind` makes a
-/// new one at power-on.
+/// drive's power is off the listener is closed (`None`); at power-on,
+/// before `power-on` answers, `rebind` makes a new one, which this loop
+/// takes up.
 #[allow(clippy::too_many_arguments)]
 pub fn serve_loop(
     args: &ServeArgs,
     device: &Arc<Device>,
     frontend: &Frontend,
     listener: &mut Option<Listener>,
-    rebind: &dyn Fn() -> Result<Listener, ServeError>,
+    rebind: Rebind,
     wake: &EventFd,
     stopping: &AtomicBool,
     current: &Arc<Mutex<Option<Conn>>>,
 ) -> Result<(), ServeError> {
     let vhost = |e: &dyn std::fmt::Display| ServeError::Vhost(e.to_string());
-    // Wakes this loop when the power goes.
+    // Wakes this loop when the power goes or comes back.
     let power_evt = EventFd::new(vmm_sys_util::eventfd::EFD_NONBLOCK).map_err(ServeError::Setup)?;
+    // The listener bound at power-on, for this loop to take up.
+    let ready: Arc<Mutex<Option<Listener>>> = Arc::new(Mutex::new(None));
+    {
+        let ready = ready.clone();
+        let evt = power_evt.try_clone().map_err(ServeError::Setup)?;
+        device.on_power_on(move || {
+            match rebind() {
+                Ok(l) => *ready.lock().unwrap_or_else(|e| e.into_inner()) = Some(l),
+                Err(e) => warn!("power on: cannot listen on the vhost-user socket again: {e}"),
+            }
+            let _ = evt.write(1);
+        });
+    }
     // A power cut closes the connection, as a real one does.
     {
         let current = current.clone();
@@ -132,11 +149,15 @@ pub fn serve_loop(
             }
             continue;
         }
-        if listener.is_none() {
-            *listener = Some(rebind()?);
+        // A listener bound at power-on replaces any older one (the power
+        // may have gone and come back before this loop saw it go).
+        if let Some(l) = ready.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            *listener = Some(l);
             info!("power on: listening on the vhost-user socket again");
         }
         let Some(l) = listener.as_mut() else {
+            // Power is on but binding failed (logged): try again shortly.
+            thread::sleep(Duration::from_millis(20));
             continue;
         };
         poll_any(&[l.as_raw_fd(), wake.as_raw_fd(), power_evt.as_raw_fd()])

@@ -1,5 +1,11 @@
 //! The daemon's and the load generator's clock.
 
+/// The furthest a drive's clock goes, ns of drive time: about 146 years,
+/// half of what a u64 holds, so that no sum of a drive time and a bounded
+/// delay overflows. Every time a client gives (an idle, a trace's
+/// timestamps and waits) is refused beyond it, with the limit.
+pub const MAX_DRIVE_NS: u64 = u64::MAX / 2;
+
 /// `CLOCK_MONOTONIC` now, in ns.
 pub fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {

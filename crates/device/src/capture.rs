@@ -7,18 +7,21 @@
 //! allocated once when the first trace starts): no lock, no allocation,
 //! one atomic compare-and-swap per record. A writer thread empties the
 //! ring every [`FLUSH_EVERY`], converts the times to the trace's clock and
-//! writes the records. A full ring (a writer that falls behind, a slow
-//! disk) makes requests go unrecorded, counted as dropped, instead of
-//! growing memory or slowing the drive. The file stops growing at its
-//! size limit: tracing then ends, with a warning and the reason in `ctl
-//! trace status`.
+//! writes the records through to the file: what `ctl trace status` counts
+//! is in the file. A full ring (a writer that falls behind, a slow disk)
+//! makes requests go unrecorded, counted as dropped, instead of growing
+//! memory or slowing the drive. The file stops growing at its size limit
+//! or at a write error (a full filesystem): tracing then ends at once,
+//! with a warning, and `ctl trace status` says so (`active` false, the
+//! reason in `ended`); what arrives afterwards is counted as dropped until
+//! `ctl trace stop`. A trace that cannot write its header (a full
+//! filesystem) does not start.
 //!
 //! Each trace gets a generation number, carried by its records: a
 //! completion that read "tracing on" just before a `stop` may push its
 //! record after the writer ended; the next trace's writer discards it.
 
-use std::fs::File;
-use std::io::BufWriter;
+use std::io::{BufWriter, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -123,10 +126,14 @@ struct Ring {
 /// What the writer thread reports back.
 struct Shared {
     stop: AtomicBool,
+    /// Records in the file.
     records: AtomicU64,
+    /// Bytes in the file.
     bytes: AtomicU64,
-    /// Dropped by the writer (after the size limit).
+    /// Dropped by the writer (after the size limit or a write error).
     dropped: AtomicU64,
+    /// Why the trace ended by itself, as soon as it did.
+    ended: Mutex<Option<String>>,
 }
 
 struct Active {
@@ -209,11 +216,31 @@ impl Capture {
         if limit < MIN_LIMIT {
             return Err(CaptureError::LimitTooSmall(limit));
         }
+        if let Some(a) = lock(&self.active).as_ref() {
+            return Err(CaptureError::Active(a.path.clone()));
+        }
+        let file = create_new_private(path)?;
+        self.start_on(file, path, limit, now_daemon_ns, drive)
+            .inspect_err(|e| {
+                if matches!(e, CaptureError::Header { .. }) {
+                    let _ = std::fs::remove_file(path);
+                }
+            })
+    }
+
+    /// Start tracing into `out`, shown as `path`.
+    fn start_on<W: Write + Seek + Send + 'static>(
+        &self,
+        out: W,
+        path: &Path,
+        limit: u64,
+        now_daemon_ns: u64,
+        drive: DriveInfo<'_>,
+    ) -> Result<(), CaptureError> {
         let mut act = lock(&self.active);
         if let Some(a) = act.as_ref() {
             return Err(CaptureError::Active(a.path.clone()));
         }
-        let file = create_new_private(path)?;
         let header = Header {
             capacity: drive.capacity,
             logical_block: drive.logical_block,
@@ -226,13 +253,13 @@ impl Capture {
             dropped: 0,
             profile: drive.profile.to_string(),
         };
-        let writer =
-            Writer::new(BufWriter::with_capacity(1 << 20, file), header).map_err(|source| {
-                let _ = std::fs::remove_file(path);
-                CaptureError::Header {
-                    path: path.into(),
-                    source,
-                }
+        // The header goes to the file now: a filesystem without room
+        // refuses the trace here rather than losing it later.
+        let writer = Writer::new(BufWriter::with_capacity(1 << 20, out), header)
+            .and_then(|mut w| w.flush().map(|()| w))
+            .map_err(|source| CaptureError::Header {
+                path: path.into(),
+                source,
             })?;
         let ring = self
             .ring
@@ -250,6 +277,7 @@ impl Capture {
             records: AtomicU64::new(0),
             bytes: AtomicU64::new(writer.bytes()),
             dropped: AtomicU64::new(0),
+            ended: Mutex::new(None),
         });
         let w = WriterThread {
             writer,
@@ -301,8 +329,10 @@ impl Capture {
         match act.as_ref() {
             Some(a) => {
                 // Ended by itself (limit, write error): report it as ended.
+                let ended = lock(&a.shared.ended).clone();
                 let finished = a.thread.as_ref().is_some_and(|t| t.is_finished());
-                let mut st = self.status_of(a, !finished, None);
+                let active = ended.is_none() && !finished;
+                let mut st = self.status_of(a, active, ended);
                 st.now_ns = scale
                     .to_model(now_daemon_ns)
                     .saturating_sub(scale.to_model(a.start_daemon_ns));
@@ -334,8 +364,8 @@ impl Drop for Capture {
 }
 
 /// The writer thread of one trace.
-struct WriterThread {
-    writer: Writer<BufWriter<File>>,
+struct WriterThread<W: Write + Seek> {
+    writer: Writer<BufWriter<W>>,
     ring: Arc<Ring>,
     shared: Arc<Shared>,
     generation: u32,
@@ -346,7 +376,7 @@ struct WriterThread {
     base: u64,
 }
 
-impl WriterThread {
+impl<W: Write + Seek> WriterThread<W> {
     /// A raw record on the trace's clock.
     fn convert(&self, raw: &RawRecord) -> Record {
         let daemon = |ns: u64| self.scale.to_model(ns).saturating_sub(self.base);
@@ -400,12 +430,26 @@ impl WriterThread {
                     write_err = Some(format!("writing the trace failed: {err}"));
                 }
             }
+            // Write through: what the status counts is in the file.
+            if write_err.is_none()
+                && let Err(err) = self.writer.flush()
+            {
+                write_err = Some(format!("writing the trace failed: {err}"));
+            }
+            if write_err.is_none() {
+                self.shared.records.store(self.writer.records(), Relaxed);
+                self.shared.bytes.store(self.writer.bytes(), Relaxed);
+            } else if ended.is_none() {
+                // What the writer took since the last good write never
+                // reached the file.
+                let lost = self.writer.records() - self.shared.records.load(Relaxed);
+                self.shared.dropped.fetch_add(lost, Relaxed);
+            }
             if ended.is_none() {
                 ended = write_err;
             }
-            self.shared.records.store(self.writer.records(), Relaxed);
-            self.shared.bytes.store(self.writer.bytes(), Relaxed);
             if let Some(why) = &ended {
+                *lock(&self.shared.ended) = Some(why.clone());
                 log::warn!(
                     "tracing to {} stopped: {why} after {} requests; further requests are not recorded (vssd ctl trace stop, then start a new one)",
                     self.shown,
@@ -447,14 +491,16 @@ impl WriterThread {
 
     fn finish(self, mut ended: Option<String>) -> Option<String> {
         let dropped = self.shared.dropped.load(Relaxed) + self.ring.dropped.load(Relaxed);
-        let records = self.writer.records();
-        let bytes = self.writer.bytes();
+        let failed = ended.as_deref().is_some_and(|e| e.starts_with("writing"));
+        let (records, bytes) = (self.writer.records(), self.writer.bytes());
         if let Err(e) = self.writer.finish(dropped) {
             log::warn!("closing the trace {} failed: {e}", self.shown);
             ended.get_or_insert(format!("closing the trace failed: {e}"));
+        } else if !failed {
+            // Everything the writer took is in the file.
+            self.shared.records.store(records, Relaxed);
+            self.shared.bytes.store(bytes, Relaxed);
         }
-        self.shared.records.store(records, Relaxed);
-        self.shared.bytes.store(bytes, Relaxed);
         ended
     }
 }
@@ -535,6 +581,119 @@ mod tests {
         let rb = read(&b);
         assert_eq!(rb.len(), 1);
         assert_eq!(rb[0].received_ns, 2000);
+    }
+
+    /// A writer that takes `room` bytes, then fails as a full filesystem does.
+    struct Full {
+        room: usize,
+        data: std::io::Cursor<Vec<u8>>,
+    }
+
+    impl Write for Full {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            let pos = self.data.position() as usize;
+            if pos + b.len() > self.room {
+                return Err(std::io::Error::from_raw_os_error(libc::ENOSPC));
+            }
+            self.data.write(b)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Seek for Full {
+        fn seek(&mut self, to: std::io::SeekFrom) -> std::io::Result<u64> {
+            self.data.seek(to)
+        }
+    }
+
+    fn wait_ended(c: &Capture) -> TraceStatus {
+        for _ in 0..500 {
+            let st = c.status(TimeScale::default(), 0);
+            if st.ended.is_some() {
+                return st;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!(
+            "the trace never said it ended: {:?}",
+            c.status(TimeScale::default(), 0)
+        );
+    }
+
+    /// A full filesystem: a trace that cannot write its header does not
+    /// start; one that fails later says so at once (not active, why),
+    /// and counts only what reached the file.
+    #[test]
+    fn a_write_error_ends_the_trace_and_the_status_says_so() {
+        let c = Capture::default();
+        let p = Path::new("/nowhere/t.trace");
+        let none = Full {
+            room: 10,
+            data: Default::default(),
+        };
+        let e = c.start_on(none, p, DEFAULT_LIMIT, 0, drive()).unwrap_err();
+        assert!(e.to_string().contains("No space left"), "{e}");
+        assert!(!c.on());
+        // Room for the header and two records.
+        let room = vssd_trace::vssd::HEADER_LEN + 2 * vssd_trace::vssd::RECORD_LEN;
+        let some = Full {
+            room,
+            data: Default::default(),
+        };
+        c.start_on(some, p, DEFAULT_LIMIT, 0, drive()).unwrap();
+        let s = c.sender().unwrap();
+        for t in 0..2 {
+            s.push(raw(t));
+        }
+        // Written through: the two records are in the file now.
+        for _ in 0..500 {
+            if c.status(TimeScale::default(), 0).records == 2 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(c.status(TimeScale::default(), 0).records, 2);
+        for t in 2..10 {
+            s.push(raw(t));
+        }
+        let st = wait_ended(&c);
+        assert!(!st.active, "{st:?}");
+        assert!(
+            st.ended.as_deref().unwrap().contains("No space left"),
+            "{st:?}"
+        );
+        assert_eq!(st.records, 2, "only what reached the file: {st:?}");
+        let end = c.stop();
+        assert!(!end.active && end.ended.is_some(), "{end:?}");
+        assert_eq!(end.records + end.dropped, 10, "{end:?}");
+    }
+
+    /// At the size limit the status says the trace ended at once, and the
+    /// records before it are in the file without waiting for `stop`.
+    #[test]
+    fn the_size_limit_ends_the_trace_with_its_records_in_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Capture::default();
+        let p = dir.path().join("limit.trace");
+        c.start(&p, MIN_LIMIT, 0, drive()).unwrap();
+        let s = c.sender().unwrap();
+        let fits =
+            (MIN_LIMIT as usize - vssd_trace::vssd::HEADER_LEN) / vssd_trace::vssd::RECORD_LEN;
+        for t in 0..fits as u64 + 10 {
+            s.push(raw(t));
+        }
+        let st = wait_ended(&c);
+        assert!(
+            !st.active && st.ended.as_deref().unwrap().contains("size limit"),
+            "{st:?}"
+        );
+        assert_eq!(st.records, fits as u64, "{st:?}");
+        let on_disk = std::fs::metadata(&p).unwrap().len();
+        assert_eq!(on_disk, st.bytes, "the status counts what is in the file");
+        let end = c.stop();
+        assert_eq!((end.records, end.dropped), (fits as u64, 10));
     }
 
     /// The ring's memory is what the docs say: a slot is an entry and

@@ -24,10 +24,7 @@ use crate::power::{Audit, PowerState};
 use crate::store::Store;
 use crate::topology::{SECTOR, Topology};
 
-/// The furthest the drive's clock may go, ns of drive time: about 292
-/// years, half of what a u64 holds, so that no sum of a drive time and a
-/// bounded delay overflows.
-pub const MAX_DRIVE_NS: u64 = u64::MAX / 2;
+pub use vssd_common::clock::MAX_DRIVE_NS;
 
 /// The model's clock against the daemon's, and the model's order of requests.
 #[derive(Debug, Default)]

@@ -64,6 +64,9 @@ pub enum DeviceError {
     /// The drive's power is off (`ctl power-cut`) until `ctl power-on`.
     #[error("the drive's power is off (vssd ctl power-on)")]
     PoweredOff,
+    /// A time a client gave is beyond what the drive's clock takes.
+    #[error("{0}")]
+    Clock(String),
     /// An injected media fault (`ctl fault add`) failed the request; the
     /// error is reported at the request's modelled completion time.
     #[error("injected media error (fault {fault})")]
@@ -79,7 +82,7 @@ impl DeviceError {
     /// The protocol-independent status a frontend reports for this error.
     pub fn status(&self) -> Status {
         match self {
-            DeviceError::BadRange { .. } => Status::Invalid,
+            DeviceError::BadRange { .. } | DeviceError::Clock(_) => Status::Invalid,
             DeviceError::Model(e) if model_error_is_request_error(e) => Status::Invalid,
             DeviceError::Model(_) | DeviceError::Stopped(_) | DeviceError::PoweredOff => {
                 Status::Stopped

@@ -262,10 +262,9 @@ impl Device {
             // The power went as these zeros arrived: never acknowledged.
             return Err(DeviceError::PoweredOff);
         }
-        if fua && !self.power.flush_lies() {
-            self.drive.store().sync().map_err(DeviceError::Io)?;
-        }
-        Ok(w.due)
+        // Written zeros are data like any other: with FUA they are
+        // programmed before the completion, as a FUA write's are.
+        self.durable(p, w.due, fua)
     }
 
     /// A TRIM (discard, or write-zeroes that deallocates) of `ranges`: the

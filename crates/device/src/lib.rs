@@ -72,7 +72,7 @@ use self::store::Store;
 pub use self::drive::{MAX_DRIVE_NS, serial_for};
 pub use self::error::{DeviceError, PowerError};
 pub use self::faults::MAX_UNCORRECTABLE;
-pub use self::maintenance::{PRECONDITION_CHUNK, PreconditionOutcome};
+pub use self::maintenance::{MAX_IDLE_NS, PRECONDITION_CHUNK, PreconditionOutcome};
 pub use self::request::{Connection, OpKind, Pending, Status};
 pub use self::state::StateOrigin;
 pub use self::stats::{DepthReport, Frontend, Stats, StatsReport, TrimOutcome};

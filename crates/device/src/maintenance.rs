@@ -4,10 +4,14 @@
 use vssd_model::{Precondition, PreconditionRun};
 
 use crate::Device;
+use crate::drive::MAX_DRIVE_NS;
 use crate::error::DeviceError;
 
 /// Wall time the model lock is held at most per precondition chunk.
 pub const PRECONDITION_CHUNK: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// The longest idle one request may ask for: 30 days of drive time.
+pub const MAX_IDLE_NS: u64 = 30 * 86_400 * 1_000_000_000;
 
 /// What a precondition did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,14 +47,26 @@ impl Device {
     /// (erases, background garbage collection) runs up to `ns` from now,
     /// and the model clock moves on by `ns` (the offset grows, as after a
     /// precondition), so the next request finds the drive as after that
-    /// much idleness.
+    /// much idleness. At most [`MAX_IDLE_NS`] at once, and never past
+    /// [`MAX_DRIVE_NS`] (refused with the limit: the drive's clock only
+    /// moves forward).
     pub fn idle(&self, ns: u64) -> Result<(), DeviceError> {
         self.drive.running()?;
         if !self.powered() {
             return Err(DeviceError::PoweredOff);
         }
+        if ns > MAX_IDLE_NS {
+            return Err(DeviceError::Clock(format!(
+                "an idle of {ns} ns is more than the {MAX_IDLE_NS} ns (30 days of drive time) one request may ask for"
+            )));
+        }
         let mut core = self.drive.lock();
         let now = self.drive.now(&core);
+        if now.saturating_add(ns) > MAX_DRIVE_NS {
+            return Err(DeviceError::Clock(format!(
+                "an idle of {ns} ns would take the drive's clock from {now} ns past its end, {MAX_DRIVE_NS} ns (about 146 years)"
+            )));
+        }
         core.ssd.catch_up(now.saturating_add(ns));
         core.clock.advance(ns);
         if self.power.tracks() {

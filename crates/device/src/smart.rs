@@ -131,300 +131,333 @@ pub fn report(profile: &Profile, c: &Counters) -> SmartReport {
 /// The SMART view of a drive of `profile` whose counters are `c` and to
 /// which faults did `e`.
 pub fn report_with(profile: &Profile, c: &Counters, e: &Errors) -> SmartReport {
-    const GROWN: &str = "grown_bad_blocks";
-    const UNC: &str = "faults.uncorrectable_reads (media-wear)";
-    const CUTS: &str = "power cuts (ctl power-cut)";
     let identity = profile.identity();
     let set = identity.smart;
     let rated = profile.wear.rated_pe_cycles;
-    let pct = (rated > 0).then(|| c.erase_count_avg / rated as f64 * 100.0);
-    let avg = c.erase_count_avg.floor() as u64;
+    let v = Values {
+        c,
+        e,
+        rated,
+        pct: (rated > 0).then(|| c.erase_count_avg / rated as f64 * 100.0),
+        avg: c.erase_count_avg.floor() as u64,
+    };
     let mut b = Builder(Vec::new());
-    const HW: &str = "host_written_bytes";
-    const HR: &str = "host_read_bytes";
-    const WEAR: &str = "erase_count_avg / wear.rated_pe_cycles";
     let mut nvme = None;
     match set {
-        SmartSet::Intel => {
-            // Intel SSD 320 product specification: 05h re-allocated
-            // (retired) block count, BBh uncorrectable errors, C0h unsafe
-            // shutdowns.
-            b.add(
-                5,
-                "Reallocated_Sector_Ct",
-                Some(100),
-                c.grown_bad_blocks,
-                GROWN,
-            );
-            b.add(
-                187,
-                "Uncorrectable_Error_Cnt",
-                Some(100),
-                e.uncorrectable_reads,
-                UNC,
-            );
-            b.add(192, "Unsafe_Shutdown_Count", Some(100), e.power_cuts, CUTS);
-            b.add(
-                225,
-                "Host_Writes_32MiB",
-                Some(100),
-                c.host_written_bytes / MIB32,
-                HW,
-            );
-            if let Some(p) = pct {
-                b.add(233, "Media_Wearout_Indicator", Some(life(p, 1)), 0, WEAR);
-            }
-            b.add(
-                241,
-                "Host_Writes_32MiB",
-                Some(100),
-                c.host_written_bytes / MIB32,
-                HW,
-            );
-            b.add(
-                242,
-                "Host_Reads_32MiB",
-                Some(100),
-                c.host_read_bytes / MIB32,
-                HR,
-            );
-        }
-        SmartSet::Marvell => {
-            b.add(
-                170,
-                "Grown_Failing_Block_Ct",
-                Some(100),
-                c.grown_bad_blocks,
-                GROWN,
-            );
-            b.add(
-                171,
-                "Program_Fail_Count",
-                Some(100),
-                0,
-                "none (program and erase failures are counted in 170)",
-            );
-            b.add(
-                172,
-                "Erase_Fail_Count",
-                Some(100),
-                0,
-                "none (program and erase failures are counted in 170)",
-            );
-            b.add(174, "Unexpect_Power_Loss_Ct", Some(100), e.power_cuts, CUTS);
-            b.add(
-                187,
-                "Reported_Uncorrect",
-                Some(100),
-                e.uncorrectable_reads,
-                UNC,
-            );
-            let v = pct.map(|p| life(p, 0)).or(Some(100));
-            b.add(173, "Wear_Leveling_Count", v, avg, "erase_count_avg");
-            if let Some(p) = pct {
-                let used = p.floor().min(u64::MAX as f64) as u64;
-                b.add(202, "Percent_Lifetime_Used", Some(life(p, 0)), used, WEAR);
-            }
-            b.add(
-                246,
-                "Total_LBAs_Written",
-                Some(100),
-                c.host_written_bytes / 512,
-                HW,
-            );
-        }
-        SmartSet::Sandforce => {
-            b.add(
-                5,
-                "Retired_Block_Count",
-                Some(100),
-                c.grown_bad_blocks,
-                GROWN,
-            );
-            b.add(174, "Unexpect_Power_Loss_Ct", Some(100), e.power_cuts, CUTS);
-            b.add(
-                187,
-                "Reported_Uncorrect",
-                Some(100),
-                e.uncorrectable_reads,
-                UNC,
-            );
-            b.add(
-                230,
-                "Life_Curve_Status",
-                Some(100),
-                100,
-                "none (no life-curve throttling modelled)",
-            );
-            if let Some(p) = pct {
-                let l = life(p, 0);
-                b.add(231, "SSD_Life_Left", Some(l), l as u64, WEAR);
-            }
-            b.add(
-                233,
-                "NAND_Writes_GiB",
-                Some(100),
-                c.nand_bytes_programmed / GIB,
-                "nand_bytes_programmed",
-            );
-            b.add(
-                234,
-                "Host_Writes_GiB",
-                Some(100),
-                c.host_written_bytes / GIB,
-                HW,
-            );
-            b.add(
-                241,
-                "Lifetime_Writes_GiB",
-                Some(100),
-                c.host_written_bytes / GIB,
-                HW,
-            );
-            b.add(
-                242,
-                "Lifetime_Reads_GiB",
-                Some(100),
-                c.host_read_bytes / GIB,
-                HR,
-            );
-        }
-        SmartSet::Indilinx => {
-            b.add(
-                198,
-                "Read_Sectors_Tot_Ct",
-                None,
-                c.host_read_bytes / 512,
-                HR,
-            );
-            b.add(
-                199,
-                "Write_Sectors_Tot_Ct",
-                None,
-                c.host_written_bytes / 512,
-                HW,
-            );
-            b.add(
-                200,
-                "Read_Commands_Tot_Ct",
-                None,
-                c.host_read_cmds,
-                "host_read_cmds",
-            );
-            b.add(
-                201,
-                "Write_Commands_Tot_Ct",
-                None,
-                c.host_write_cmds,
-                "host_write_cmds",
-            );
-            if rated > 0 {
-                b.add(
-                    205,
-                    "Max_PE_Count_Spec",
-                    None,
-                    rated as u64,
-                    "wear.rated_pe_cycles",
-                );
-            }
-            b.add(
-                206,
-                "Min_Erase_Count",
-                None,
-                c.erase_count_min as u64,
-                "erase_count_min",
-            );
-            b.add(
-                207,
-                "Max_Erase_Count",
-                None,
-                c.erase_count_max as u64,
-                "erase_count_max",
-            );
-            b.add(208, "Average_Erase_Count", None, avg, "erase_count_avg");
-            if let Some(p) = pct {
-                b.add(
-                    209,
-                    "Remaining_Lifetime_Perc",
-                    None,
-                    life(p, 0) as u64,
-                    WEAR,
-                );
-            }
-        }
-        SmartSet::Jmicron => {
-            let max = c.erase_count_max as u64;
-            b.0.push(Attribute {
-                id: 234,
-                name: "Avg/Max_Erase_Count".into(),
-                value: Some(100),
-                raw: avg | (max << 24),
-                raw_text: format!("{avg}/{max}"),
-                from: "erase_count_avg, erase_count_max".into(),
-            });
-        }
-        SmartSet::Samsung => {
-            let v = pct.map(|p| life(p, 0)).or(Some(100));
-            b.add(177, "Wear_Leveling_Count", v, avg, "erase_count_avg");
-            b.add(
-                241,
-                "Total_LBAs_Written",
-                Some(100),
-                c.host_written_bytes / 512,
-                HW,
-            );
-            b.add(
-                242,
-                "Total_LBAs_Read",
-                Some(100),
-                c.host_read_bytes / 512,
-                HR,
-            );
-        }
-        SmartSet::Generic => {
-            let v = pct.map(|p| life(p, 0)).or(Some(100));
-            b.add(173, "Wear_Leveling_Count", v, avg, "erase_count_avg");
-            if let Some(p) = pct {
-                let l = life(p, 0);
-                b.add(231, "SSD_Life_Left", Some(l), l as u64, WEAR);
-            }
-            b.add(
-                241,
-                "Total_LBAs_Written",
-                Some(100),
-                c.host_written_bytes / 512,
-                HW,
-            );
-            b.add(
-                242,
-                "Total_LBAs_Read",
-                Some(100),
-                c.host_read_bytes / 512,
-                HR,
-            );
-        }
-        SmartSet::Nvme => {
-            let units = |bytes: u64| (bytes / 512).div_ceil(1000);
-            nvme = Some(NvmeHealth {
-                percentage_used: pct.map(|p| p.floor().min(255.0) as u8),
-                data_units_read: units(c.host_read_bytes),
-                data_units_written: units(c.host_written_bytes),
-                host_read_commands: c.host_read_cmds,
-                host_write_commands: c.host_write_cmds,
-                media_errors: e.uncorrectable_reads,
-                available_spare: e.spare_percent.clamp(0.0, 100.0).floor() as u8,
-                unsafe_shutdowns: e.power_cuts,
-            });
-        }
+        SmartSet::Intel => intel(&mut b, &v),
+        SmartSet::Marvell => marvell(&mut b, &v),
+        SmartSet::Sandforce => sandforce(&mut b, &v),
+        SmartSet::Indilinx => indilinx(&mut b, &v),
+        SmartSet::Jmicron => jmicron(&mut b, &v),
+        SmartSet::Samsung => samsung(&mut b, &v),
+        SmartSet::Generic => generic(&mut b, &v),
+        SmartSet::Nvme => nvme = Some(nvme_health(&v)),
     }
     // In ID order, as smartctl lists them.
     b.0.sort_by_key(|a| a.id);
     SmartReport {
         identity,
         set,
-        percent_used: pct,
+        percent_used: v.pct,
         attributes: b.0,
         nvme,
+    }
+}
+
+/// What every attribute set computes from.
+struct Values<'a> {
+    c: &'a Counters,
+    e: &'a Errors,
+    /// Rated P/E cycles (0: none).
+    rated: u32,
+    /// Mean erase count over the rated cycles, percent.
+    pct: Option<f64>,
+    /// Mean erase count as the drive's integer counter has it (rounded
+    /// down, as firmware's integer division does; `ctl stats` shows the
+    /// exact mean).
+    avg: u64,
+}
+
+const GROWN: &str = "grown_bad_blocks";
+const UNC: &str = "faults.uncorrectable_reads (media-wear)";
+const CUTS: &str = "power cuts (ctl power-cut)";
+const HW: &str = "host_written_bytes";
+const HR: &str = "host_read_bytes";
+const WEAR: &str = "erase_count_avg / wear.rated_pe_cycles";
+const AVG: &str = "erase_count_avg, rounded down (the drive's integer counter)";
+
+/// Intel SSD 320 product specification: 05h re-allocated (retired)
+/// block count, BBh uncorrectable errors, C0h unsafe shutdowns.
+fn intel(b: &mut Builder, v: &Values<'_>) {
+    let (c, e) = (v.c, v.e);
+    b.add(
+        5,
+        "Reallocated_Sector_Ct",
+        Some(100),
+        c.grown_bad_blocks,
+        GROWN,
+    );
+    b.add(
+        187,
+        "Uncorrectable_Error_Cnt",
+        Some(100),
+        e.uncorrectable_reads,
+        UNC,
+    );
+    b.add(192, "Unsafe_Shutdown_Count", Some(100), e.power_cuts, CUTS);
+    b.add(
+        225,
+        "Host_Writes_32MiB",
+        Some(100),
+        c.host_written_bytes / MIB32,
+        HW,
+    );
+    if let Some(p) = v.pct {
+        b.add(233, "Media_Wearout_Indicator", Some(life(p, 1)), 0, WEAR);
+    }
+    b.add(
+        241,
+        "Host_Writes_32MiB",
+        Some(100),
+        c.host_written_bytes / MIB32,
+        HW,
+    );
+    b.add(
+        242,
+        "Host_Reads_32MiB",
+        Some(100),
+        c.host_read_bytes / MIB32,
+        HR,
+    );
+}
+
+fn marvell(b: &mut Builder, v: &Values<'_>) {
+    let (c, e) = (v.c, v.e);
+    const BOTH: &str = "none (program and erase failures are counted in 170)";
+    b.add(
+        170,
+        "Grown_Failing_Block_Ct",
+        Some(100),
+        c.grown_bad_blocks,
+        GROWN,
+    );
+    b.add(171, "Program_Fail_Count", Some(100), 0, BOTH);
+    b.add(172, "Erase_Fail_Count", Some(100), 0, BOTH);
+    b.add(174, "Unexpect_Power_Loss_Ct", Some(100), e.power_cuts, CUTS);
+    b.add(
+        187,
+        "Reported_Uncorrect",
+        Some(100),
+        e.uncorrectable_reads,
+        UNC,
+    );
+    let value = v.pct.map(|p| life(p, 0)).or(Some(100));
+    b.add(173, "Wear_Leveling_Count", value, v.avg, AVG);
+    if let Some(p) = v.pct {
+        let used = p.floor().min(u64::MAX as f64) as u64;
+        b.add(202, "Percent_Lifetime_Used", Some(life(p, 0)), used, WEAR);
+    }
+    b.add(
+        246,
+        "Total_LBAs_Written",
+        Some(100),
+        c.host_written_bytes / 512,
+        HW,
+    );
+}
+
+fn sandforce(b: &mut Builder, v: &Values<'_>) {
+    let (c, e) = (v.c, v.e);
+    b.add(
+        5,
+        "Retired_Block_Count",
+        Some(100),
+        c.grown_bad_blocks,
+        GROWN,
+    );
+    b.add(174, "Unexpect_Power_Loss_Ct", Some(100), e.power_cuts, CUTS);
+    b.add(
+        187,
+        "Reported_Uncorrect",
+        Some(100),
+        e.uncorrectable_reads,
+        UNC,
+    );
+    b.add(
+        230,
+        "Life_Curve_Status",
+        Some(100),
+        100,
+        "none (no life-curve throttling modelled)",
+    );
+    if let Some(p) = v.pct {
+        let l = life(p, 0);
+        b.add(231, "SSD_Life_Left", Some(l), l as u64, WEAR);
+    }
+    let nand = c.nand_bytes_programmed / GIB;
+    b.add(
+        233,
+        "NAND_Writes_GiB",
+        Some(100),
+        nand,
+        "nand_bytes_programmed",
+    );
+    b.add(
+        234,
+        "Host_Writes_GiB",
+        Some(100),
+        c.host_written_bytes / GIB,
+        HW,
+    );
+    b.add(
+        241,
+        "Lifetime_Writes_GiB",
+        Some(100),
+        c.host_written_bytes / GIB,
+        HW,
+    );
+    b.add(
+        242,
+        "Lifetime_Reads_GiB",
+        Some(100),
+        c.host_read_bytes / GIB,
+        HR,
+    );
+}
+
+fn indilinx(b: &mut Builder, v: &Values<'_>) {
+    let c = v.c;
+    b.add(
+        198,
+        "Read_Sectors_Tot_Ct",
+        None,
+        c.host_read_bytes / 512,
+        HR,
+    );
+    b.add(
+        199,
+        "Write_Sectors_Tot_Ct",
+        None,
+        c.host_written_bytes / 512,
+        HW,
+    );
+    b.add(
+        200,
+        "Read_Commands_Tot_Ct",
+        None,
+        c.host_read_cmds,
+        "host_read_cmds",
+    );
+    b.add(
+        201,
+        "Write_Commands_Tot_Ct",
+        None,
+        c.host_write_cmds,
+        "host_write_cmds",
+    );
+    if v.rated > 0 {
+        b.add(
+            205,
+            "Max_PE_Count_Spec",
+            None,
+            v.rated as u64,
+            "wear.rated_pe_cycles",
+        );
+    }
+    b.add(
+        206,
+        "Min_Erase_Count",
+        None,
+        c.erase_count_min as u64,
+        "erase_count_min",
+    );
+    b.add(
+        207,
+        "Max_Erase_Count",
+        None,
+        c.erase_count_max as u64,
+        "erase_count_max",
+    );
+    b.add(208, "Average_Erase_Count", None, v.avg, AVG);
+    if let Some(p) = v.pct {
+        b.add(
+            209,
+            "Remaining_Lifetime_Perc",
+            None,
+            life(p, 0) as u64,
+            WEAR,
+        );
+    }
+}
+
+fn jmicron(b: &mut Builder, v: &Values<'_>) {
+    let (avg, max) = (v.avg, v.c.erase_count_max as u64);
+    b.0.push(Attribute {
+        id: 234,
+        name: "Avg/Max_Erase_Count".into(),
+        value: Some(100),
+        raw: avg | (max << 24),
+        raw_text: format!("{avg}/{max}"),
+        from: "erase_count_avg (rounded down), erase_count_max".into(),
+    });
+}
+
+fn samsung(b: &mut Builder, v: &Values<'_>) {
+    let c = v.c;
+    let value = v.pct.map(|p| life(p, 0)).or(Some(100));
+    b.add(177, "Wear_Leveling_Count", value, v.avg, AVG);
+    b.add(
+        241,
+        "Total_LBAs_Written",
+        Some(100),
+        c.host_written_bytes / 512,
+        HW,
+    );
+    b.add(
+        242,
+        "Total_LBAs_Read",
+        Some(100),
+        c.host_read_bytes / 512,
+        HR,
+    );
+}
+
+fn generic(b: &mut Builder, v: &Values<'_>) {
+    let c = v.c;
+    let value = v.pct.map(|p| life(p, 0)).or(Some(100));
+    b.add(173, "Wear_Leveling_Count", value, v.avg, AVG);
+    if let Some(p) = v.pct {
+        let l = life(p, 0);
+        b.add(231, "SSD_Life_Left", Some(l), l as u64, WEAR);
+    }
+    b.add(
+        241,
+        "Total_LBAs_Written",
+        Some(100),
+        c.host_written_bytes / 512,
+        HW,
+    );
+    b.add(
+        242,
+        "Total_LBAs_Read",
+        Some(100),
+        c.host_read_bytes / 512,
+        HR,
+    );
+}
+
+fn nvme_health(v: &Values<'_>) -> NvmeHealth {
+    let (c, e) = (v.c, v.e);
+    let units = |bytes: u64| (bytes / 512).div_ceil(1000);
+    NvmeHealth {
+        percentage_used: v.pct.map(|p| p.floor().min(255.0) as u8),
+        data_units_read: units(c.host_read_bytes),
+        data_units_written: units(c.host_written_bytes),
+        host_read_commands: c.host_read_cmds,
+        host_write_commands: c.host_write_cmds,
+        media_errors: e.uncorrectable_reads,
+        available_spare: e.spare_percent.clamp(0.0, 100.0).floor() as u8,
+        unsafe_shutdowns: e.power_cuts,
     }
 }
 

@@ -410,3 +410,46 @@ fn reads_after_trim_follow_the_profile_and_write_zeroes_reads_zeros() {
         }
     }
 }
+
+/// `idle` is bounded: beyond 30 days of drive time at once, or past the
+/// clock's end, it is refused with the limit, and the drive's clock never
+/// goes back (two idles of 2^63 ns used to wrap it to 0.1 s).
+#[test]
+fn idle_is_bounded_and_the_drive_clock_never_goes_back() {
+    let dev = device(DataLocation::Memory, None);
+    let before = dev.power_report().drive_time_ns;
+    for ns in [1u64 << 63, u64::MAX, MAX_IDLE_NS + 1] {
+        let e = dev.idle(ns).unwrap_err().to_string();
+        assert!(e.contains(&MAX_IDLE_NS.to_string()), "{e}");
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+    dev.idle(MAX_IDLE_NS).unwrap();
+    let after = dev.power_report().drive_time_ns;
+    assert!(after >= before + MAX_IDLE_NS, "{before} -> {after}");
+    // Idles up to the clock's end, then one more is refused.
+    let mut last = after;
+    let mut refused = None;
+    for _ in 0..100_000 {
+        match dev.idle(MAX_IDLE_NS) {
+            Ok(()) => {
+                let t = dev.power_report().drive_time_ns;
+                assert!(t > last, "the clock went back: {last} -> {t}");
+                last = t;
+            }
+            Err(e) => {
+                refused = Some(e.to_string());
+                break;
+            }
+        }
+    }
+    let e = refused.expect("the clock's end is reached");
+    assert!(e.contains(&MAX_DRIVE_NS.to_string()), "{e}");
+    assert!(last <= MAX_DRIVE_NS);
+    // The drive still takes requests at the end of its clock.
+    let fe = dev.register_frontend("test", "here", "");
+    let conn = fe.connect("me");
+    let mut data = vec![7u8; 4096];
+    let w = dev.write(&conn, 0, &[VolatileSlice::from(&mut data[..])], false);
+    assert_eq!(w.status(), Status::Ok);
+    w.complete(dev.now_ns());
+}

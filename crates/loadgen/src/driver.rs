@@ -7,8 +7,9 @@
 //! the ring handling is [`super::vring`].
 
 use std::fs::File;
-use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use vhost::vhost_user::message::{
@@ -43,6 +44,11 @@ pub enum DriverError {
     /// Waiting for completions failed or timed out.
     #[error("waiting for completions: {0}")]
     Wait(String),
+    /// The backend closed the vhost-user connection.
+    #[error(
+        "the backend closed the vhost-user connection (the daemon stopped, or the drive's power was cut)"
+    )]
+    Disconnected,
     /// System call failure.
     #[error("{what}")]
     Io {
@@ -92,6 +98,9 @@ pub struct Vq {
     pub ring: DriverQueue,
     kick: EventFd,
     call: EventFd,
+    /// The vhost-user connection (a duplicate of its socket), watched for
+    /// the backend hanging up.
+    peer: Arc<OwnedFd>,
     /// Kicks sent (the backend asked to be notified).
     pub kicks: u64,
     /// Waits for the call eventfd that found it signalled.
@@ -132,14 +141,21 @@ impl Vq {
     /// Wait until the backend signals the call eventfd or `timeout`
     /// passes (then `Ok(false)`); the signal is consumed.
     pub fn wait_call(&mut self, timeout: Duration) -> Result<bool, DriverError> {
-        let mut p = libc::pollfd {
-            fd: self.call.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
+        let mut p = [
+            libc::pollfd {
+                fd: self.call.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: self.peer.as_raw_fd(),
+                events: libc::POLLRDHUP,
+                revents: 0,
+            },
+        ];
         let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as libc::c_int;
-        // SAFETY: one valid pollfd.
-        let r = unsafe { libc::poll(&mut p, 1, ms) };
+        // SAFETY: two valid pollfds.
+        let r = unsafe { libc::poll(p.as_mut_ptr(), 2, ms) };
         if r < 0 {
             let e = std::io::Error::last_os_error();
             if e.kind() != std::io::ErrorKind::Interrupted {
@@ -150,6 +166,8 @@ impl Vq {
         let signalled = self.call.read().is_ok();
         if signalled {
             self.calls += 1;
+        } else if p[1].revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0 {
+            return Err(DriverError::Disconnected);
         }
         Ok(signalled)
     }
@@ -314,6 +332,16 @@ impl BlkDriver {
         fe.set_mem_table(&[region])?;
 
         let event_idx = features & (1 << VIRTIO_RING_F_EVENT_IDX) != 0;
+        // SAFETY: dup of the connection's socket, a valid open fd; the
+        // duplicate is owned here.
+        let dup = unsafe { libc::dup(fe.as_raw_fd()) };
+        if dup < 0 {
+            return Err(io("dup the vhost-user socket")(
+                std::io::Error::last_os_error(),
+            ));
+        }
+        // SAFETY: `dup` is a new fd nothing else owns.
+        let peer = Arc::new(unsafe { OwnedFd::from_raw_fd(dup) });
         let mut queues = Vec::new();
         for i in 0..opts.queues {
             let base = GuestAddress(ring * u64::from(i));
@@ -343,6 +371,7 @@ impl BlkDriver {
                 ring: q,
                 kick,
                 call,
+                peer: peer.clone(),
                 kicks: 0,
                 calls: 0,
             });

@@ -130,7 +130,7 @@ pub fn read(r: impl BufRead, name: &str, event: Event) -> Result<Trace, TraceErr
         let flush_first = rwbs.starts_with('F');
         let body = rwbs.strip_prefix('F').unwrap_or(rwbs);
         let kind = body.chars().next();
-        let fua = body.len() > 1 && body[1..].contains('F');
+        let fua = body.chars().skip(1).any(|c| c == 'F');
         let sectors = || -> Result<(u64, u64), TraceError> {
             match e.rest.as_slice() {
                 [sector, "+", n, ..] => {
@@ -295,6 +295,15 @@ pub fn write(mut w: impl Write, dev: (u32, u32), reqs: &[Request]) -> std::io::R
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// A non-ASCII RWBS field is a bad line, not a panic (found by the
+    /// blkparse fuzz target: the FUA test sliced the field at byte 1).
+    #[test]
+    fn a_rwbs_that_is_not_ascii_is_refused() {
+        let text = "  8,0    1        1     0.000000000  1234  Q \u{5e8}S 2048 + 8 [fio]\n";
+        let r = read(std::io::Cursor::new(text.as_bytes()), "t", Event::Queue);
+        assert!(r.is_err(), "{r:?}");
+    }
 
     const SAMPLE: &str = "  8,16   1        1     0.000000000  4162  Q  WS 2048 + 8 [fio]
   8,16   1        2     0.000001502  4162  G  WS 2048 + 8 [fio]

@@ -18,7 +18,7 @@
 
 use std::io::{BufRead, Write};
 
-use super::{Io, Item, Op, Trace, TraceError};
+use super::{Io, Item, MAX_TIME_NS as MAX_DRIVE_NS, Op, Trace, TraceError};
 
 /// Version 2's header line.
 pub const V2_HEADER: &str = "fio version 2 iolog";
@@ -64,6 +64,15 @@ pub fn read(r: impl BufRead, name: &str) -> Result<Trace, TraceError> {
                     ),
                 ));
             }
+            if v > MAX_DRIVE_NS / 1000 {
+                return Err(TraceError::bad(
+                    at(),
+                    format!(
+                        "timestamp {v} µs is beyond the longest time a trace may span ({} µs, about 146 years)",
+                        MAX_DRIVE_NS / 1000
+                    ),
+                ));
+            }
             last_us = v;
             Some(v)
         } else {
@@ -94,9 +103,19 @@ pub fn read(r: impl BufRead, name: &str) -> Result<Trace, TraceError> {
             "wait" if v3 => continue, // fio ignores it in version 3
             "wait" => {
                 let ms = num(0)?;
-                t.push(Item::Wait {
-                    since_start_ns: ms.saturating_mul(1_000_000),
-                })?;
+                let since_start_ns = ms
+                    .checked_mul(1_000_000)
+                    .filter(|&ns| ns <= MAX_DRIVE_NS)
+                    .ok_or_else(|| {
+                        TraceError::bad(
+                            at(),
+                            format!(
+                                "wait {ms} ms is beyond the longest time a trace may span ({} ms, about 146 years)",
+                                MAX_DRIVE_NS / 1_000_000
+                            ),
+                        )
+                    })?;
+                t.push(Item::Wait { since_start_ns })?;
                 continue;
             }
             "read" => Op::Read,
@@ -117,7 +136,7 @@ pub fn read(r: impl BufRead, name: &str) -> Result<Trace, TraceError> {
         }
         let file = t.file_index(file)?;
         t.push(Item::Io(Io {
-            t_ns: time_us.map(|u| u.saturating_mul(1000)),
+            t_ns: time_us.map(|u| u * 1000),
             op,
             offset,
             len,
@@ -279,6 +298,22 @@ mod tests {
         );
         assert_eq!(ios[2].op, Op::Flush);
         assert_eq!(ios[3].op, Op::Discard);
+    }
+
+    #[test]
+    fn times_beyond_the_clock_are_refused_with_the_limit() {
+        let v2 = "fio version 2 iolog\n/dev/x add\n/dev/x write 0 4096\n/dev/x wait 18446744073709551 0\n/dev/x write 4096 4096\n";
+        let e = parse(v2).unwrap_err().to_string();
+        assert!(e.contains(":4") && e.contains("146 years"), "{e}");
+        let v3 = "fio version 3 iolog\n0 /dev/x add\n18446744073709551 /dev/x write 0 4096\n";
+        let e = parse(v3).unwrap_err().to_string();
+        assert!(e.contains(":3") && e.contains("146 years"), "{e}");
+        // Just inside the limit is fine.
+        let ok = format!(
+            "fio version 2 iolog\n/dev/x add\n/dev/x wait {} 0\n/dev/x write 0 4096\n",
+            MAX_DRIVE_NS / 1_000_000
+        );
+        parse(&ok).unwrap();
     }
 
     #[test]

@@ -15,6 +15,11 @@
 //! Readers never trust a count or a length in the input: memory grows with
 //! what the file really holds, and every refusal names the line or record.
 
+/// The longest time a trace may span, ns (about 146 years): the drive
+/// clock's end (`vssd_common::clock::MAX_DRIVE_NS`), so that a replayed
+/// time never overflows it. Readers refuse a timestamp or wait beyond it.
+pub const MAX_TIME_NS: u64 = u64::MAX / 2;
+
 pub mod blkparse;
 pub mod blktrace;
 pub mod iolog;
@@ -185,6 +190,18 @@ impl Trace {
         if self.items.len() >= MAX_ITEMS {
             return Err(TraceError::Limit(format!(
                 "more than {MAX_ITEMS} requests; split the trace"
+            )));
+        }
+        let t = match &item {
+            Item::Wait { since_start_ns } => Some(*since_start_ns),
+            Item::Io(io) => io.t_ns,
+        };
+        if let Some(t) = t
+            && t > MAX_TIME_NS
+        {
+            return Err(TraceError::Limit(format!(
+                "request {}: its time, {t} ns, is beyond the longest time a trace may span ({MAX_TIME_NS} ns, about 146 years)",
+                self.items.len() + 1
             )));
         }
         self.items.push(item);

@@ -350,6 +350,11 @@ impl<W: Write + Seek> Writer<W> {
         Ok(())
     }
 
+    /// Push what is buffered on to `out` (with a `BufWriter`, to the file).
+    pub fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+
     /// Records written so far.
     pub fn records(&self) -> u64 {
         self.written

@@ -87,7 +87,10 @@ pub(crate) struct PowerDomain {
     /// in the store.
     gate: RwLock<()>,
     /// Called when the power goes (frontends close their connections).
-    hooks: Mutex<Vec<PowerHook>>,
+    cut_hooks: Mutex<Vec<PowerHook>>,
+    /// Called when the power comes back, before `power-on` answers
+    /// (frontends listen again).
+    on_hooks: Mutex<Vec<PowerHook>>,
     /// Writes are audited for power loss (the preset has no protection).
     track: bool,
     /// The preset's failure classes of a cut (Zheng et al.).
@@ -108,7 +111,8 @@ impl PowerDomain {
             powered: AtomicBool::new(true),
             cut_requested: AtomicBool::new(false),
             gate: RwLock::new(()),
-            hooks: Mutex::new(Vec::new()),
+            cut_hooks: Mutex::new(Vec::new()),
+            on_hooks: Mutex::new(Vec::new()),
             track: !profile.reliability.power_loss_protection,
             classes: Classes::of(&profile.reliability),
             seed,
@@ -206,6 +210,18 @@ impl PowerDomain {
             st.armed = Some(Armed::AfterWrites { writes: writes - 1 });
         }
         false
+    }
+
+    /// The power is back: every frontend listens again before this returns.
+    fn powered_on(&self) {
+        for h in self
+            .on_hooks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
+            h();
+        }
     }
 
     fn wake_timer(&self) {
@@ -322,7 +338,12 @@ impl Device {
         if !pw.cut_requested.swap(false, Relaxed) {
             return;
         }
-        for h in pw.hooks.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        for h in pw
+            .cut_hooks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
             h();
         }
         let _excl = pw.gate.write().unwrap_or_else(|e| e.into_inner());
@@ -407,6 +428,8 @@ impl Device {
             st.off = false;
             st.restart_at = None;
             self.power.powered.store(true, Relaxed);
+            drop(core);
+            self.power.powered_on();
             log::info!("power on (automatic, --restart-after)");
         }
     }
@@ -494,7 +517,8 @@ impl Device {
         Ok(PowerCutResult { cut, armed })
     }
 
-    /// Power back on (`ctl power-on`): requests and connections are taken again.
+    /// Power back on (`ctl power-on`): requests and connections are taken
+    /// again; every frontend listens again before this returns.
     pub fn power_on(&self) -> Result<(), PowerError> {
         let mut core = self.drive.lock();
         let st = &mut core.power;
@@ -504,6 +528,8 @@ impl Device {
         st.off = false;
         st.restart_at = None;
         self.power.powered.store(true, Relaxed);
+        drop(core);
+        self.power.powered_on();
         log::info!("power on");
         Ok(())
     }
@@ -517,7 +543,18 @@ impl Device {
     /// connections, as a real power loss does).
     pub fn on_power_cut(&self, hook: impl Fn() + Send + Sync + 'static) {
         self.power
-            .hooks
+            .cut_hooks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Box::new(hook));
+    }
+
+    /// Call `hook` whenever the power comes back, before `power-on`
+    /// answers (a frontend that stopped listening listens again, so a
+    /// client may connect as soon as the reply is in).
+    pub fn on_power_on(&self, hook: impl Fn() + Send + Sync + 'static) {
+        self.power
+            .on_hooks
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(Box::new(hook));

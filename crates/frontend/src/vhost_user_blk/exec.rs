@@ -4,7 +4,10 @@
 //! used-ring entry to write and the device's pending completion, due at
 //! its modelled time.
 
+use std::sync::atomic::Ordering;
+
 use log::debug;
+use virtio_queue::{Queue, QueueT};
 use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, VolatileSlice};
 
 use super::request::{
@@ -87,6 +90,62 @@ impl Job {
     }
 }
 
+/// What the next entry of the available ring holds.
+pub enum Next {
+    /// A request, parsed.
+    Job(Job),
+    /// Nothing new.
+    Empty,
+    /// The ring is unusable: why.
+    Broken(String),
+}
+
+/// Pop the next chain off `queue`'s available ring and parse it, telling
+/// an empty ring from a broken one (an available index more than a queue
+/// size ahead, an entry that cannot be read): `pop_descriptor_chain`
+/// returns `None` for both. `descs` is scratch space. The one path from
+/// the ring to a [`Job`], fuzzed (`fuzz/`) over arbitrary memory.
+pub fn next_job(
+    queue: &mut Queue,
+    mem: &GuestMemoryMmap,
+    lim: &Limits,
+    descs: &mut Vec<Desc>,
+) -> Next {
+    if !queue.ready() {
+        return Next::Empty;
+    }
+    let avail = match queue.avail_idx(mem, Ordering::Acquire) {
+        Ok(i) => i,
+        Err(e) => return Next::Broken(format!("cannot read the available index: {e}")),
+    };
+    let next = queue.next_avail();
+    let ahead = avail.0.wrapping_sub(next);
+    if ahead == 0 {
+        return Next::Empty;
+    }
+    if ahead > queue.size() {
+        return Next::Broken(format!(
+            "invalid available ring index {} ({ahead} entries ahead of {next}, queue size {})",
+            avail.0,
+            queue.size()
+        ));
+    }
+    let Some(chain) = queue.pop_descriptor_chain(mem) else {
+        return Next::Broken(format!(
+            "available ring entry {next} cannot be read (index {})",
+            avail.0
+        ));
+    };
+    let head = chain.head_index();
+    descs.clear();
+    descs.extend(chain.take(MAX_DESCS + 1).map(|d| Desc {
+        addr: d.addr().0,
+        len: d.len(),
+        write_only: d.is_write_only(),
+    }));
+    Next::Job(Job::parse(mem, head, descs, lim))
+}
+
 /// An executed request waiting for its completion time.
 #[derive(Debug)]
 pub struct Done {
@@ -105,17 +164,29 @@ impl Done {
     }
 }
 
+/// How the guest set the device's write cache (`VIRTIO_BLK_F_CONFIG_WCE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteCache {
+    /// Write-back (`wce` = 1, the default): a write completes once the
+    /// drive has it; FLUSH makes it durable.
+    WriteBack,
+    /// Write-through (`wce` = 0): the guest sends no FLUSH, so every write
+    /// (and write-zeroes) is durable before it completes, as with FUA.
+    WriteThrough,
+}
+
 /// Execute `job`: data I/O through the device, status byte written.
 pub fn execute(
     dev: &Device,
     conn: &Connection,
     mem: &GuestMemoryMmap,
     lim: &Limits,
+    cache: WriteCache,
     job: Job,
 ) -> Done {
     let received = job.received_ns;
     let (mut pending, mut used_len) = match job.req {
-        Ok((req, layout)) => run(dev, conn, mem, lim, req, &layout),
+        Ok((req, layout)) => run(dev, conn, mem, lim, cache, req, &layout),
         Err(e) => {
             debug!("request at head {} refused: {e}", job.head);
             let mut p = dev.begin(conn, OpKind::Other, 0);
@@ -161,9 +232,11 @@ fn run(
     conn: &Connection,
     mem: &GuestMemoryMmap,
     lim: &Limits,
+    cache: WriteCache,
     req: BlkRequest,
     layout: &Layout,
 ) -> (Pending, u32) {
+    let fua = cache == WriteCache::WriteThrough;
     match req {
         BlkRequest::Read { offset, len } => match slices(mem, &layout.in_data) {
             Ok(bufs) => {
@@ -178,7 +251,7 @@ fn run(
             Err(e) => refused(dev, conn, OpKind::Read, e),
         },
         BlkRequest::Write { offset, .. } => match slices(mem, &layout.out_data) {
-            Ok(bufs) => (dev.write(conn, offset, &bufs, false), 1),
+            Ok(bufs) => (dev.write(conn, offset, &bufs, fua), 1),
             Err(e) => refused(dev, conn, OpKind::Write, e),
         },
         BlkRequest::Flush => (dev.flush(conn), 1),
@@ -211,11 +284,11 @@ fn run(
                     .collect()
             };
             if !wz {
-                return (dev.discard(conn, &rs(None), false), 1);
+                return (dev.discard(conn, &rs(None), fua), 1);
             }
             // One write-zeroes segment is advertised, so one flavour per request.
             let unmap = ranges.first().is_some_and(|r| r.unmap);
-            (dev.write_zeroes(conn, &rs(Some(unmap)), unmap, false), 1)
+            (dev.write_zeroes(conn, &rs(Some(unmap)), unmap, fua), 1)
         }
     }
 }
@@ -300,7 +373,14 @@ mod tests {
     impl Bench {
         fn execute(&self, mem: &GuestMemoryMmap, descs: &[Desc], head: u16) -> Done {
             let job = Job::parse(mem, head, descs, &self.lim);
-            execute(&self.dev, &self.conn, mem, &self.lim, job)
+            execute(
+                &self.dev,
+                &self.conn,
+                mem,
+                &self.lim,
+                WriteCache::WriteBack,
+                job,
+            )
         }
     }
 

@@ -12,6 +12,7 @@ use super::super::SimError;
 use super::super::jobfile::{
     Dir, JobSpec, ReplayOptions, RwKind, SizeSpec, SteadyState, check_instances,
 };
+use vssd_common::clock::MAX_DRIVE_NS;
 use vssd_common::rng::derive_seed;
 
 /// One job instance (a `numjobs` clone is an instance of its own), resolved.
@@ -202,14 +203,16 @@ pub fn resolve_replay(
     }
     let mut entries = Vec::with_capacity(trace.items.len());
     let mut prev_t: Option<u64> = None;
-    let (mut ios, mut bytes) = (0u64, 0u64);
-    let scale = |d: u64| -> u64 {
-        if opts.time_scale_pct == 100 {
-            d
-        } else {
-            (u128::from(d) * 100 / u128::from(opts.time_scale_pct)) as u64
-        }
+    // The replay's time, scaled, never passes the drive clock's end.
+    let mut span: u128 = 0;
+    let too_long = |what: &str| {
+        format!(
+            "{source}: {what}, replayed with replay_time_scale={}, spans more than the longest time a replay may take ({MAX_DRIVE_NS} ns, about 146 years)",
+            opts.time_scale_pct
+        )
     };
+    let (mut ios, mut bytes) = (0u64, 0u64);
+    let scale = |d: u64| -> u128 { u128::from(d) * 100 / u128::from(opts.time_scale_pct) };
     for (i, item) in trace.items.iter().enumerate() {
         let at = |msg: String| format!("{source}: request {}: {msg}", i + 1);
         let io = match item {
@@ -217,6 +220,7 @@ pub fn resolve_replay(
                 // fio takes a wait's time as it is: `replay_time_scale`
                 // scales the delays between timestamps only.
                 if !opts.no_stall {
+                    span = span.max(u128::from(*since_start_ns));
                     entries.push(ReplayEntry {
                         delay_ns: *since_start_ns,
                         kind: ReplayKind::Wait,
@@ -234,7 +238,12 @@ pub fn resolve_replay(
                 if fio_zero {
                     0
                 } else {
-                    scale(t.saturating_sub(p))
+                    let d = scale(t.saturating_sub(p));
+                    span += d;
+                    if span > u128::from(MAX_DRIVE_NS) {
+                        return Err(too_long(&format!("request {}'s time", i + 1)));
+                    }
+                    d as u64
                 }
             }
             _ => 0,

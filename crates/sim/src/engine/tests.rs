@@ -769,3 +769,33 @@ fn a_replay_issues_at_the_recorded_times_within_its_queue_depth() {
         "bounded by the drive, not the log"
     );
 }
+
+/// A replay's time never passes the drive clock's end: a trace whose
+/// times, scaled by `replay_time_scale`, span more is refused with the
+/// limit (a saturated time used to make the simulator drop every later
+/// request silently); the trace reader's bound is the clock's.
+#[test]
+fn replay_times_past_the_clock_are_refused() {
+    assert_eq!(vssd_trace::MAX_TIME_NS, vssd_common::clock::MAX_DRIVE_NS);
+    let last = vssd_common::clock::MAX_DRIVE_NS / 1000 / 50;
+    let (f, t) = trace_of(&[1, last], true);
+    let opts = crate::jobfile::ReplayOptions::default();
+    resolve_replay("t", f, &t, &opts, 1 << 30).unwrap();
+    let slow = crate::jobfile::ReplayOptions {
+        time_scale_pct: 1,
+        ..Default::default()
+    };
+    let e = resolve_replay("t", f, &t, &slow, 1 << 30).unwrap_err();
+    assert!(
+        e.contains("146 years") && e.contains("replay_time_scale=1"),
+        "{e}"
+    );
+}
+
+/// What docs/traces.md says a replay holds per request: 40 bytes of trace
+/// and 32 of resolved request.
+#[test]
+fn a_replay_holds_72_bytes_a_request() {
+    assert_eq!(std::mem::size_of::<vssd_trace::Item>(), 40);
+    assert_eq!(std::mem::size_of::<crate::engine::plan::ReplayEntry>(), 32);
+}

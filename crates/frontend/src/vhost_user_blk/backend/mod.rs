@@ -29,7 +29,7 @@ use vmm_sys_util::event::{
 };
 
 use super::config::{BlkConfig, ConfigSpace, WCE_OFFSET};
-use super::exec::{Done, Job, MAX_DESCS, execute};
+use super::exec::{Done, Job, Next, WriteCache, execute, next_job};
 use super::queue::QueueSched;
 use super::request::Desc;
 use super::sigbus;
@@ -52,6 +52,8 @@ struct Inner {
     conn: OnceLock<Connection>,
     config: BlkConfig,
     space: Mutex<ConfigSpace>,
+    /// The guest turned the write cache off (`wce` = 0): writes are FUA.
+    write_through: AtomicBool,
     queue_size: usize,
     event_idx: AtomicBool,
     mem: RwLock<Option<Mem>>,
@@ -183,6 +185,7 @@ impl BlkBackend {
                 device,
                 frontend,
                 conn: OnceLock::new(),
+                write_through: AtomicBool::new(config.space.0.wce == 0),
                 space: Mutex::new(config.space),
                 config,
                 queue_size: queue_size as usize,
@@ -263,6 +266,15 @@ impl BlkBackend {
             .clone()
     }
 
+    /// The write cache as the guest set it.
+    fn cache(&self) -> WriteCache {
+        if self.inner.write_through.load(Ordering::Relaxed) {
+            WriteCache::WriteThrough
+        } else {
+            WriteCache::WriteBack
+        }
+    }
+
     fn draining(&self) -> bool {
         self.inner.draining.load(Ordering::Relaxed)
     }
@@ -272,7 +284,8 @@ impl BlkBackend {
         let Some(atomic) = self.mem() else { return };
         let mem = atomic.memory();
         let dev = &self.inner.device;
-        let mut done = execute(dev, self.conn(), &mem, &self.inner.config.limits, job);
+        let lim = &self.inner.config.limits;
+        let mut done = execute(dev, self.conn(), &mem, lim, self.cache(), job);
         done.pending.set_queue(qi as u16);
         if self.memory_faulted() {
             done.pending.fail(Status::IoError);
@@ -337,24 +350,16 @@ impl BlkBackend {
                 }
                 // Bound the guard to this statement (holding it while
                 // completing would deadlock on the vring lock).
-                let chain = match pop(vring, mem) {
-                    Popped::Chain(c) => c,
-                    Popped::Empty => break,
-                    Popped::Broken(why) => {
+                let next = next_job(vring.get_mut().get_queue_mut(), mem, lim, &mut descs);
+                let mut job = match next {
+                    Next::Job(j) => j,
+                    Next::Empty => break,
+                    Next::Broken(why) => {
                         self.mark_broken(qi, &why);
                         break;
                     }
                 };
-                let received = dev.tracing().then(|| dev.now_ns());
-                let head = chain.head_index();
-                descs.clear();
-                descs.extend(chain.take(MAX_DESCS + 1).map(|d| Desc {
-                    addr: d.addr().0,
-                    len: d.len(),
-                    write_only: d.is_write_only(),
-                }));
-                let mut job = Job::parse(mem, head, &descs, lim);
-                job.received_ns = received;
+                job.received_ns = dev.tracing().then(|| dev.now_ns());
                 if self.memory_faulted() {
                     // What was read came from a zero page: not a request.
                     break;
@@ -374,7 +379,7 @@ impl BlkBackend {
                         Err((_, j)) => job = j,
                     }
                 }
-                let mut done = execute(dev, self.conn(), mem, lim, job);
+                let mut done = execute(dev, self.conn(), mem, lim, self.cache(), job);
                 done.pending.set_queue(qi as u16);
                 if self.memory_faulted() {
                     done.pending.fail(Status::IoError);
@@ -521,48 +526,6 @@ impl BlkBackend {
     }
 }
 
-/// What popping a chain off the available ring found.
-enum Popped<'a> {
-    Chain(virtio_queue::DescriptorChain<&'a GuestMemoryMmap>),
-    Empty,
-    /// The ring is unusable: why.
-    Broken(String),
-}
-
-/// Pop one chain, telling an empty ring from a broken one (an available
-/// index more than a queue size ahead, an entry that cannot be read):
-/// `pop_descriptor_chain` returns `None` for both.
-fn pop<'a>(vring: &VringRwLock, mem: &'a GuestMemoryMmap) -> Popped<'a> {
-    let mut v = vring.get_mut();
-    let queue = v.get_queue_mut();
-    if !queue.ready() {
-        return Popped::Empty;
-    }
-    let avail = match queue.avail_idx(mem, Ordering::Acquire) {
-        Ok(i) => i,
-        Err(e) => return Popped::Broken(format!("cannot read the available index: {e}")),
-    };
-    let next = queue.next_avail();
-    let ahead = avail.0.wrapping_sub(next);
-    if ahead == 0 {
-        return Popped::Empty;
-    }
-    if ahead > queue.size() {
-        return Popped::Broken(format!(
-            "invalid available ring index {} ({ahead} entries ahead of {next}, queue size {})",
-            avail.0,
-            queue.size()
-        ));
-    }
-    match queue.pop_descriptor_chain(mem) {
-        Some(c) => Popped::Chain(c),
-        None => Popped::Broken(format!(
-            "available ring entry {next} cannot be read (index {})",
-            avail.0
-        )),
-    }
-}
-
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -624,10 +587,13 @@ impl VhostUserBackend for BlkBackend {
     }
 
     fn set_config(&self, offset: u32, buf: &[u8]) -> io::Result<()> {
-        // Only the writeback flag is writable; data is always on the
-        // backing file before completion and FLUSH syncs it either way.
+        // Only the writeback flag is writable. With it off, the guest
+        // sends no FLUSH: every write is then durable before it completes.
         if offset as usize == WCE_OFFSET && buf.len() == 1 {
             lock(&self.inner.space).0.wce = buf[0].min(1);
+            self.inner
+                .write_through
+                .store(buf[0] == 0, Ordering::Relaxed);
             Ok(())
         } else {
             Err(io::Error::from_raw_os_error(libc::EINVAL))
