@@ -31,7 +31,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "vssd-loadgen",
         &["vssd-common", "vssd-profile", "vssd-frontend"],
     ),
-    ("vssd-chart", &[]),
+    ("vssd-chart", &["vssd-common"]),
     ("vssd-guest", &["vssd-profile", "vssd-ctl", "vssd-qemu"]),
     ("vssd-demo", &["vssd-common", "vssd-profile", "vssd-guest"]),
     (

@@ -14,7 +14,7 @@ pub mod chart;
 pub mod compare;
 mod daemon;
 pub mod dilation;
-pub mod expr;
+pub use vssd_common::expr;
 pub mod guestrun;
 pub mod metrics;
 pub mod progress;

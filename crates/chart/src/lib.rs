@@ -16,7 +16,7 @@
 use plotters::prelude::RGBColor;
 
 pub mod draw;
-pub mod numfmt;
+pub use vssd_common::numfmt;
 
 /// Chart width, px.
 pub const WIDTH: u32 = 800;

@@ -1,11 +1,15 @@
 //! Small pieces shared by the simulator, the device, the load generator
 //! and the command line: the monotonic clock, the latency histogram, the
-//! seeded random streams, and how commands write to standard output.
+//! seeded random streams, how commands write to standard output and
+//! print numbers, and the assertions (`a.x < 0.9 * b.y`) the bench's
+//! expectations and the fidelity corpus's shapes are written in.
 //!
 //! Depends on nothing of vssd's own.
 
 pub mod cli_out;
 pub mod clock;
+pub mod expr;
 pub mod fio;
 pub mod hist;
+pub mod numfmt;
 pub mod rng;

@@ -247,7 +247,7 @@ fn show(e: &Expr, get: &dyn Fn(&str, &str) -> Option<f64>) -> String {
     let v = eval(e, get)
         .map(|v| {
             if is_rate(e) {
-                format!("{} MB/s", vssd_chart::numfmt::fmt_num(v / 1e6, 1))
+                format!("{} MB/s", crate::numfmt::fmt_num(v / 1e6, 1))
             } else {
                 fmt_num(v)
             }
@@ -276,7 +276,7 @@ pub fn fmt_num(v: f64) -> String {
         let s = format!("{v:.4}");
         s.trim_end_matches('0').trim_end_matches('.').to_string()
     } else if v.abs() >= 1e5 && v.is_finite() {
-        vssd_chart::numfmt::fmt_num(v, 0)
+        crate::numfmt::fmt_num(v, 0)
     } else {
         format!("{v:.4e}")
     }
