@@ -2,8 +2,8 @@
 //!
 //! Grammar: one comparison (`<`, `<=`, `>`, `>=`, `==`, `!=`) between two
 //! arithmetic expressions over numbers (`0.9`, `1e6`, `200M` meaning
-//! 200·10⁶), `phase.metric` references, `+ - * /`, unary minus and
-//! parentheses. Parsed when the scenario is loaded (so mistakes are
+//! 200·10⁶), `phase.metric` references, `+ - * /`, unary minus,
+//! parentheses and `abs(e)`. Parsed when the scenario is loaded (so mistakes are
 //! reported before anything boots), evaluated after the run.
 
 use std::fmt;
@@ -52,6 +52,8 @@ pub enum Expr {
     Neg(Box<Expr>),
     /// `a op b` with op one of `+ - * /`.
     Bin(Box<Expr>, char, Box<Expr>),
+    /// `abs(e)`.
+    Abs(Box<Expr>),
 }
 
 /// What went wrong with an assertion.
@@ -201,6 +203,14 @@ impl Parser {
                     _ => Err(ExprError("missing )".into())),
                 }
             }
+            Some(Tok::Ident(id)) if id == "abs" && self.peek() == Some(&Tok::Open) => {
+                self.pos += 1;
+                let e = self.expr()?;
+                match self.next() {
+                    Some(Tok::Close) => Ok(Expr::Abs(Box::new(e))),
+                    _ => Err(ExprError("missing ) after abs(".into())),
+                }
+            }
             Some(Tok::Ident(id)) => match id.split_once('.') {
                 Some((p, m)) if !p.is_empty() && !m.is_empty() && !m.contains('.') => {
                     Ok(Expr::Ref(p.into(), m.into()))
@@ -220,6 +230,7 @@ fn eval(e: &Expr, get: &dyn Fn(&str, &str) -> Option<f64>) -> Result<f64, ExprEr
         Expr::Num(v) => *v,
         Expr::Ref(p, m) => get(p, m).ok_or_else(|| ExprError(format!("{p}.{m} has no value")))?,
         Expr::Neg(x) => -eval(x, get)?,
+        Expr::Abs(x) => eval(x, get)?.abs(),
         Expr::Bin(a, op, b) => {
             let (a, b) = (eval(a, get)?, eval(b, get)?);
             match op {
@@ -238,7 +249,7 @@ fn is_rate(e: &Expr) -> bool {
     match e {
         Expr::Num(_) => false,
         Expr::Ref(_, m) => m.ends_with("_bw"),
-        Expr::Neg(x) => is_rate(x),
+        Expr::Neg(x) | Expr::Abs(x) => is_rate(x),
         Expr::Bin(a, _, b) => is_rate(a) || is_rate(b),
     }
 }
@@ -264,7 +275,24 @@ fn expr_text(e: &Expr) -> String {
         Expr::Num(v) => fmt_num(*v),
         Expr::Ref(p, m) => format!("{p}.{m}"),
         Expr::Neg(x) => format!("-{}", expr_text(x)),
-        Expr::Bin(a, op, b) => format!("{} {op} {}", expr_text(a), expr_text(b)),
+        Expr::Abs(x) => format!("abs({})", expr_text(x)),
+        Expr::Bin(a, op, b) => {
+            // Parentheses where the text would otherwise read differently.
+            let low = |e: &Expr| matches!(e, Expr::Bin(_, '+' | '-', _));
+            let side = |e: &Expr, right: bool| {
+                let wrap = match op {
+                    '*' | '/' => low(e) || (right && matches!(e, Expr::Bin(..))),
+                    '-' => right && low(e),
+                    _ => false,
+                };
+                if wrap {
+                    format!("({})", expr_text(e))
+                } else {
+                    expr_text(e)
+                }
+            };
+            format!("{} {op} {}", side(a, false), side(b, true))
+        }
     }
 }
 
@@ -327,7 +355,7 @@ impl Assertion {
         fn walk(e: &Expr, out: &mut Vec<(String, String)>) {
             match e {
                 Expr::Ref(p, m) => out.push((p.clone(), m.clone())),
-                Expr::Neg(x) => walk(x, out),
+                Expr::Neg(x) | Expr::Abs(x) => walk(x, out),
                 Expr::Bin(a, _, b) => {
                     walk(a, out);
                     walk(b, out);
@@ -405,6 +433,16 @@ mod tests {
         let (ok, d) = a.check(&get);
         assert!(!ok && d.contains('?'), "{d}");
         assert!(Assertion::parse("-1e3 < 2.5e-1").unwrap().check(&get).0);
+    }
+
+    #[test]
+    fn abs_is_a_function() {
+        let a = Assertion::parse("abs(a.x / b.x - 1) < 0.2").unwrap();
+        let get = |p: &str, _: &str| Some(if p == "a" { 90.0 } else { 100.0 });
+        assert!(a.check(&get).0);
+        let get = |p: &str, _: &str| Some(if p == "a" { 70.0 } else { 100.0 });
+        assert!(!a.check(&get).0);
+        assert!(Assertion::parse("abs(a.x < 1").is_err());
     }
 
     #[test]

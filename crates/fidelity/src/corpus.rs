@@ -1,14 +1,17 @@
 //! The measurement corpus: one TOML file per preset (`validation/*.toml`),
 //! every figure independent reviewers published for the preset's drive,
-//! with the protocol that produced it as simulator input. The format is
-//! described in `docs/validation.md`.
+//! with the protocol that produced it as simulator input, and the shapes
+//! (qualitative statements as checks, [`crate::shape`]) of the procedures
+//! that covered it, some shared with other drives through procedure files
+//! (`validation/procedures/*.toml`). The format is described in
+//! `docs/validation.md`.
 
 use std::collections::BTreeSet;
-use std::path::Path;
 
 use serde::Deserialize;
 
 use super::ValidateError;
+use crate::shape::Shape;
 
 /// The corpus shipped with vssd (`validation/` in the repository).
 pub const BUILT_IN: &[(&str, &str)] = &[
@@ -72,6 +75,10 @@ pub struct CorpusFile {
     /// (their figures are training figures, not held out).
     #[serde(default)]
     pub fitted_to: Vec<String>,
+    /// Procedure files whose sources, protocols, shapes and figures join
+    /// this file's (`validation/procedures/NAME.toml`).
+    #[serde(default)]
+    pub procedures: Vec<String>,
     /// Where the figures come from.
     #[serde(default)]
     pub source: Vec<Source>,
@@ -84,6 +91,9 @@ pub struct CorpusFile {
     /// Published curves (read off charts).
     #[serde(default)]
     pub curve: Vec<Curve>,
+    /// Qualitative statements and their checks.
+    #[serde(default)]
+    pub shape: Vec<Shape>,
 }
 
 /// A publication.
@@ -155,8 +165,28 @@ pub struct Protocol {
     /// fitted to nor counted among the preset's held-out figures.
     #[serde(default)]
     pub other_drive: Option<String>,
+    /// Readings of what the source left unstated; the first is the one
+    /// argued for (figures, shapes and fits use it). None: one reading.
+    #[serde(default)]
+    pub reading: Vec<Reading>,
     /// The steps, in order, from a fresh drive.
     pub step: Vec<Step>,
+}
+
+impl Protocol {
+    /// The reading figures use: the first, if there are several.
+    pub fn default_reading(&self) -> Option<&str> {
+        self.reading.first().map(|r| r.name.as_str())
+    }
+
+    /// Its steps under `reading` (the default when `None`).
+    pub fn steps<'a>(&'a self, reading: Option<&'a str>) -> impl Iterator<Item = &'a Step> + 'a {
+        let r = reading.or(self.default_reading());
+        self.step.iter().filter(move |s| {
+            let rs = s.readings();
+            rs.is_empty() || r.is_some_and(|r| rs.iter().any(|x| x == r))
+        })
+    }
 }
 
 /// How the measured drive differs from the preset's (`[protocol.drive]`).
@@ -187,14 +217,21 @@ pub enum Step {
         /// Optional name.
         #[serde(default)]
         name: Option<String>,
+        /// The readings it belongs to (default: every reading).
+        #[serde(default)]
+        readings: Vec<String>,
     },
-    /// fio jobs (fio syntax).
+    /// fio jobs (fio syntax; an `offset` written negative counts back
+    /// from the end of the drive).
     Fio {
         /// The name figures refer to.
         #[serde(default)]
         name: Option<String>,
         /// The job file's text.
         job: String,
+        /// The readings it belongs to (default: every reading).
+        #[serde(default)]
+        readings: Vec<String>,
     },
     /// One TRIM of a range (a quick format, blkdiscard).
     Trim {
@@ -207,6 +244,9 @@ pub enum Step {
         /// Length: bytes or a percentage.
         #[serde(default = "whole")]
         length: String,
+        /// The readings it belongs to (default: every reading).
+        #[serde(default)]
+        readings: Vec<String>,
     },
     /// No host I/O for a while (background GC may run).
     Idle {
@@ -215,7 +255,23 @@ pub enum Step {
         name: Option<String>,
         /// Seconds.
         seconds: f64,
+        /// The readings it belongs to (default: every reading).
+        #[serde(default)]
+        readings: Vec<String>,
     },
+}
+
+/// One reading of what a source left unstated (its preparation, how long
+/// a measuring pass ran): a protocol's steps may belong to some readings
+/// only, and every reading runs, to show how far a result depends on it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reading {
+    /// Its name (`full-pass`, `random-on-erased`, ...).
+    pub name: String,
+    /// What it assumes, and for the first (the one figures, shapes and
+    /// fits use) why the docs argue for it.
+    pub description: String,
 }
 
 fn zero() -> String {
@@ -230,10 +286,20 @@ impl Step {
     /// The step's name, if it has one.
     pub fn name(&self) -> Option<&str> {
         match self {
-            Step::SecureErase { name }
+            Step::SecureErase { name, .. }
             | Step::Fio { name, .. }
             | Step::Trim { name, .. }
             | Step::Idle { name, .. } => name.as_deref(),
+        }
+    }
+
+    /// The readings it belongs to (empty: every one).
+    pub fn readings(&self) -> &[String] {
+        match self {
+            Step::SecureErase { readings, .. }
+            | Step::Fio { readings, .. }
+            | Step::Trim { readings, .. }
+            | Step::Idle { readings, .. } => readings,
         }
     }
 }
@@ -296,6 +362,12 @@ pub enum Metric {
     CopySeconds,
     /// Write amplification of the step (NAND bytes programmed / host bytes written).
     Waf,
+    /// GB (10^9 bytes) written before the write throughput first drops:
+    /// the first 10-second window below 80 % of the first 10 seconds (the
+    /// step's whole amount when it never drops).
+    WriteGbBeforeDrop,
+    /// Seconds before that drop (the step's duration when none).
+    WriteSBeforeDrop,
 }
 
 impl Metric {
@@ -313,7 +385,31 @@ impl Metric {
             Metric::ReadLatMaxMs => "read_lat_max_ms",
             Metric::CopySeconds => "copy_seconds",
             Metric::Waf => "waf",
+            Metric::WriteGbBeforeDrop => "write_gb_before_drop",
+            Metric::WriteSBeforeDrop => "write_s_before_drop",
         }
+    }
+
+    /// Every metric.
+    pub const ALL: [Metric; 13] = [
+        Metric::WriteMbS,
+        Metric::ReadMbS,
+        Metric::WriteIops,
+        Metric::ReadIops,
+        Metric::MixedIops,
+        Metric::WriteLatMeanUs,
+        Metric::ReadLatMeanUs,
+        Metric::WriteLatMaxMs,
+        Metric::ReadLatMaxMs,
+        Metric::CopySeconds,
+        Metric::Waf,
+        Metric::WriteGbBeforeDrop,
+        Metric::WriteSBeforeDrop,
+    ];
+
+    /// The metric called `name` (as written in the corpus).
+    pub fn from_name(name: &str) -> Option<Metric> {
+        Self::ALL.into_iter().find(|m| m.name() == name)
     }
 
     /// The metric's own unit.
@@ -323,8 +419,9 @@ impl Metric {
             Metric::WriteIops | Metric::ReadIops | Metric::MixedIops => "IOPS",
             Metric::WriteLatMeanUs | Metric::ReadLatMeanUs => "us",
             Metric::WriteLatMaxMs | Metric::ReadLatMaxMs => "ms",
-            Metric::CopySeconds => "s",
+            Metric::CopySeconds | Metric::WriteSBeforeDrop => "s",
             Metric::Waf => "ratio",
+            Metric::WriteGbBeforeDrop => "GB",
         }
     }
 
@@ -345,6 +442,8 @@ impl Metric {
             ("ms", "us" | "µs") => 1e-3,
             ("ms", "s") => 1e3,
             ("s", "min") => 60.0,
+            ("GB", "GiB") => 1.073_741_824,
+            ("GB", "TB") => 1e3,
             _ => return None,
         })
     }
@@ -417,7 +516,7 @@ impl CorpusFile {
         Ok(c)
     }
 
-    fn check(&self, origin: &str) -> Result<(), ValidateError> {
+    pub(crate) fn check(&self, origin: &str) -> Result<(), ValidateError> {
         let err = |msg: String| ValidateError::Corpus {
             origin: origin.into(),
             msg,
@@ -461,13 +560,36 @@ impl CorpusFile {
                 d.apply(&base)
                     .map_err(|e| err(format!("protocol {:?}: drive: {e}", p.id)))?;
             }
-            let mut names = BTreeSet::new();
+            let known: BTreeSet<&str> = p.reading.iter().map(|r| r.name.as_str()).collect();
+            if known.len() != p.reading.len() {
+                return Err(err(format!(
+                    "protocol {:?}: a reading is named twice",
+                    p.id
+                )));
+            }
+            let all: Vec<Option<&str>> = if p.reading.is_empty() {
+                vec![None]
+            } else {
+                p.reading.iter().map(|r| Some(r.name.as_str())).collect()
+            };
+            for r in &all {
+                let mut names = BTreeSet::new();
+                for s in p.steps(*r) {
+                    if let Some(n) = s.name()
+                        && !names.insert(n)
+                    {
+                        return Err(err(format!(
+                            "protocol {:?}: step {n:?} is named twice{}",
+                            p.id,
+                            r.map(|r| format!(" in reading {r:?}")).unwrap_or_default()
+                        )));
+                    }
+                }
+            }
             for s in &p.step {
-                if let Some(n) = s.name()
-                    && !names.insert(n)
-                {
+                if let Some(r) = s.readings().iter().find(|r| !known.contains(r.as_str())) {
                     return Err(err(format!(
-                        "protocol {:?}: step {n:?} is named twice",
+                        "protocol {:?}: a step belongs to reading {r:?}, which the protocol does not name",
                         p.id
                     )));
                 }
@@ -487,8 +609,7 @@ impl CorpusFile {
                 .iter()
                 .find(|p| p.id == proto)
                 .ok_or_else(|| err(format!("unknown protocol {proto:?}")))?;
-            p.step
-                .iter()
+            p.steps(None)
                 .find(|s| s.name() == Some(step))
                 .ok_or_else(|| err(format!("protocol {proto:?} has no step named {step:?}")))
         };
@@ -519,6 +640,19 @@ impl CorpusFile {
                     f.id, f.published
                 )));
             }
+        }
+        for sh in &self.shape {
+            if !ids.insert(("shape", sh.id.as_str())) {
+                return Err(err(format!("shape {:?} is defined twice", sh.id)));
+            }
+            let p = self.protocol(&sh.protocol).ok_or_else(|| {
+                err(format!(
+                    "shape {:?}: unknown protocol {:?}",
+                    sh.id, sh.protocol
+                ))
+            })?;
+            sh.check_against(p)
+                .map_err(|e| err(format!("shape {:?}: {e}", sh.id)))?;
         }
         for c in &self.curve {
             if !ids.insert(("curve", c.id.as_str())) {
@@ -553,53 +687,4 @@ impl CorpusFile {
     }
 }
 
-/// The built-in corpus, or every `*.toml` of `dir`.
-pub fn load(dir: Option<&Path>) -> Result<Vec<CorpusFile>, ValidateError> {
-    match dir {
-        None => BUILT_IN
-            .iter()
-            .map(|(name, text)| CorpusFile::parse(text, &format!("validation/{name}.toml")))
-            .collect(),
-        Some(d) => toml_files(d)?
-            .iter()
-            .map(|(origin, text)| CorpusFile::parse(text, origin))
-            .collect(),
-    }
-}
-
-/// Every `*.toml` of `dir`, in name order, as (path, text): each a regular
-/// file of at most 4 MiB.
-pub fn toml_files(dir: &Path) -> Result<Vec<(String, String)>, ValidateError> {
-    let io = |path: &Path, e: std::io::Error| ValidateError::Io {
-        path: path.display().to_string(),
-        source: e,
-    };
-    let mut paths: Vec<_> = std::fs::read_dir(dir)
-        .map_err(|e| io(dir, e))?
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-        .collect();
-    paths.sort();
-    paths
-        .iter()
-        .map(|p| Ok((p.display().to_string(), read_toml_file(p)?)))
-        .collect()
-}
-
-/// One TOML file of the corpus or a fit record: a regular file of at most
-/// 4 MiB.
-pub fn read_toml_file(p: &Path) -> Result<String, ValidateError> {
-    let io = |e: std::io::Error| ValidateError::Io {
-        path: p.display().to_string(),
-        source: e,
-    };
-    let meta = std::fs::metadata(p).map_err(io)?;
-    if !meta.is_file() || meta.len() > 4 << 20 {
-        return Err(ValidateError::Corpus {
-            origin: p.display().to_string(),
-            msg: "not a regular file of at most 4 MiB".into(),
-        });
-    }
-    std::fs::read_to_string(p).map_err(io)
-}
+pub use crate::load::{load, read_toml_file, toml_files};

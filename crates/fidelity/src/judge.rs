@@ -11,11 +11,14 @@ use crate::ValidateError;
 use crate::corpus::{CorpusFile, Metric, Protocol, State};
 use crate::fit::FitRecord;
 use crate::run::{self, StepResult};
+use crate::shape::Shape;
 use vssd_profile::Profile;
 
 /// One figure judged.
 #[derive(Debug, Clone, Serialize)]
 pub struct Judged {
+    /// `figure` (beside the shapes' `shape` in the JSON).
+    pub kind: &'static str,
     /// The preset.
     pub preset: String,
     /// The figure's id.
@@ -49,6 +52,92 @@ pub struct Judged {
     /// Measured on another drive (another controller or firmware): shown,
     /// but neither fitted to nor counted among the held-out figures.
     pub other_drive: bool,
+    /// Where the protocol has several readings of what its source left
+    /// unstated: the simulated value under each (the first is `simulated`'s).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub readings: Vec<ReadingValue>,
+}
+
+/// A value under one reading of a protocol.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReadingValue {
+    /// The reading.
+    pub reading: String,
+    /// The simulated value (a figure's), or 1 / 0 (a shape held or not).
+    pub simulated: Option<f64>,
+}
+
+/// One shape judged on one drive.
+#[derive(Debug, Clone, Serialize)]
+pub struct ShapeJudged {
+    /// `shape`.
+    pub kind: &'static str,
+    /// The preset.
+    pub preset: String,
+    /// The shape's id.
+    pub shape: String,
+    /// Its source's id.
+    pub source: String,
+    /// The statement.
+    pub statement: String,
+    /// The drive's state it is about.
+    pub state: State,
+    /// The check.
+    pub check: String,
+    /// The check with the simulated values.
+    pub detail: String,
+    /// Whether the check passed (`None`: a value it needs is missing).
+    pub held: Option<bool>,
+    /// Judged across its drives: holds when at least this many pass.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub at_least: Option<usize>,
+    /// The preset was not fitted to its source.
+    pub held_out: bool,
+    /// The fold that simulated it (none: the preset as it is).
+    pub fold: Option<String>,
+    /// Whether it holds under each reading of its protocol (when several).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub readings: Vec<ReadingValue>,
+}
+
+/// Shapes held and not.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct ShapeSummary {
+    /// Judged (a value missing counts as not held).
+    pub shapes: usize,
+    /// Held.
+    pub held: usize,
+}
+
+impl ShapeSummary {
+    fn of<'a>(shapes: impl Iterator<Item = &'a ShapeJudged>) -> ShapeSummary {
+        let mut s = ShapeSummary::default();
+        for j in shapes.filter(|j| j.at_least.is_none()) {
+            s.shapes += 1;
+            s.held += usize::from(j.held == Some(true));
+        }
+        s
+    }
+}
+
+/// A shape that excepts some drives without naming them, judged across
+/// the drives it covers.
+#[derive(Debug, Clone, Serialize)]
+pub struct QuorumJudged {
+    /// `shape`.
+    pub kind: &'static str,
+    /// The shape's id.
+    pub shape: String,
+    /// The statement.
+    pub statement: String,
+    /// Drives passing its check, of those it covers.
+    pub passed: Vec<String>,
+    /// Those not.
+    pub failed: Vec<String>,
+    /// It holds when at least this many pass.
+    pub at_least: usize,
+    /// Whether it held.
+    pub held: bool,
 }
 
 /// The statistics of a set of figures' errors.
@@ -125,6 +214,10 @@ pub struct PresetResult {
     pub training: Summary,
     /// Figures measured on other drives (reported apart).
     pub other_drives: Summary,
+    /// Every shape covering the drive.
+    pub shapes: Vec<ShapeJudged>,
+    /// Shapes held, of those judged on this drive alone.
+    pub shapes_held: ShapeSummary,
 }
 
 /// The whole run.
@@ -140,6 +233,10 @@ pub struct Report {
     pub overall_training: Summary,
     /// Figures of other drives, every preset.
     pub overall_other_drives: Summary,
+    /// Shapes judged on one drive each, every preset.
+    pub overall_shapes: ShapeSummary,
+    /// Shapes judged across their drives.
+    pub quorum_shapes: Vec<QuorumJudged>,
 }
 
 /// Run the corpus files' protocols (in parallel, `jobs` at once) and judge
@@ -167,13 +264,44 @@ pub fn validate(
         .map(|(fi, f)| plan.judge(fi, f, &runs))
         .collect();
     let all = || presets.iter().flat_map(|p| p.figures.iter());
+    let quorum_shapes = quorum(&presets);
     Ok(Report {
         capacity,
         overall_held_out: Summary::of(all().filter(|j| j.held_out)),
         overall_training: Summary::of(all().filter(|j| !j.held_out && !j.other_drive)),
         overall_other_drives: Summary::of(all().filter(|j| j.other_drive)),
+        overall_shapes: ShapeSummary::of(presets.iter().flat_map(|p| p.shapes.iter())),
+        quorum_shapes,
         presets,
     })
+}
+
+/// The shapes judged across their drives (`at_least`), from each drive's result.
+fn quorum(presets: &[PresetResult]) -> Vec<QuorumJudged> {
+    let mut by: BTreeMap<String, QuorumJudged> = BTreeMap::new();
+    for s in presets.iter().flat_map(|p| p.shapes.iter()) {
+        let Some(n) = s.at_least else { continue };
+        let q = by.entry(s.shape.clone()).or_insert_with(|| QuorumJudged {
+            kind: "shape",
+            shape: s.shape.clone(),
+            statement: s.statement.clone(),
+            passed: Vec::new(),
+            failed: Vec::new(),
+            at_least: n,
+            held: false,
+        });
+        if s.held == Some(true) {
+            q.passed.push(s.preset.clone());
+        } else {
+            q.failed.push(s.preset.clone());
+        }
+    }
+    by.into_values()
+        .map(|mut q| {
+            q.held = q.passed.len() >= q.at_least;
+            q
+        })
+        .collect()
 }
 
 /// A drive the figures of one corpus file are simulated on: the preset
@@ -201,8 +329,22 @@ struct Plan {
 /// What the protocols gave: each (drive, protocol)'s task, and each task's
 /// step results.
 struct Runs {
-    task_of: BTreeMap<(usize, String), usize>,
+    /// (drive, protocol, reading: none for its default) → task.
+    task_of: BTreeMap<(usize, String, Option<String>), usize>,
     results: Vec<BTreeMap<String, StepResult>>,
+}
+
+impl Runs {
+    /// What `drive`'s run of `protocol` under `reading` gave.
+    fn of(
+        &self,
+        drive: usize,
+        protocol: &str,
+        reading: Option<&str>,
+    ) -> Option<&BTreeMap<String, StepResult>> {
+        let key = (drive, protocol.to_string(), reading.map(str::to_string));
+        self.task_of.get(&key).and_then(|&t| self.results.get(t))
+    }
 }
 
 impl Plan {
@@ -280,18 +422,30 @@ impl Plan {
     }
 
     /// The protocols each drive runs: those of the sources it judges that
-    /// some figure or curve uses, each on the drive its source measured.
-    fn protocols<'a>(&self, files: &'a [CorpusFile]) -> Vec<(usize, &'a Protocol)> {
+    /// some figure, curve or shape uses, each on the drive its source
+    /// measured; on the preset's own drive (no fold) also every other
+    /// reading of a protocol that has several.
+    fn protocols<'a>(
+        &self,
+        files: &'a [CorpusFile],
+    ) -> Vec<(usize, &'a Protocol, Option<&'a str>)> {
         let mut work = Vec::new();
         for (di, d) in self.drives.iter().enumerate() {
             let f = &files[d.file];
             for p in &f.protocol {
                 let used = f.figure.iter().any(|g| g.protocol == p.id)
+                    || f.shape.iter().any(|s| s.protocol == p.id)
                     || f.curve
                         .iter()
                         .any(|c| c.protocol == p.id && c.published_mean.is_some());
-                if used && self.judged_by[d.file].get(&p.source).map(|e| e.0) == Some(di) {
-                    work.push((di, p));
+                let judged_here = self.judged_by[d.file].get(&p.source).map(|e| e.0) == Some(di);
+                if used && judged_here {
+                    work.push((di, p, None));
+                }
+                if used && d.fold.is_none() {
+                    for r in p.reading.iter().skip(1) {
+                        work.push((di, p, Some(r.name.as_str())));
+                    }
                 }
             }
         }
@@ -311,19 +465,20 @@ impl Plan {
         let work = self.protocols(files);
         let sized: Vec<(Profile, f64)> = work
             .iter()
-            .map(|&(di, p)| run::drive_for(&self.drives[di].base, p, capacity))
+            .map(|&(di, p, _)| run::drive_for(&self.drives[di].base, p, capacity))
             .collect::<Result<_, _>>()?;
         let mut tasks = Vec::new();
         let mut labels: Vec<&str> = Vec::new();
-        let mut task_of: BTreeMap<(usize, String), usize> = BTreeMap::new();
-        for (&(di, p), (profile, scale)) in work.iter().zip(&sized) {
+        let mut task_of = BTreeMap::new();
+        for (&(di, p, reading), (profile, scale)) in work.iter().zip(&sized) {
             let f = &files[self.drives[di].file];
-            task_of.insert((di, p.id.clone()), tasks.len());
+            task_of.insert((di, p.id.clone(), reading.map(str::to_string)), tasks.len());
             labels.push(&f.preset);
             tasks.push(run::Task {
                 profile,
                 scale: *scale,
                 protocol: p,
+                reading,
                 origin: format!("validation/{}.toml", f.preset),
             });
         }
@@ -376,7 +531,14 @@ impl Plan {
                 ));
             }
         }
+        let shapes: Vec<ShapeJudged> = f
+            .shape
+            .iter()
+            .map(|sh| self.judged_shape(fi, f, runs, sh))
+            .collect();
         PresetResult {
+            shapes_held: ShapeSummary::of(shapes.iter()),
+            shapes,
             preset: f.preset.clone(),
             drive: f.drive.clone(),
             coverage: f.coverage.clone(),
@@ -399,14 +561,34 @@ impl Plan {
         let (drive, held_out) = src
             .and_then(|s| self.judged_by[fi].get(&s.id).copied())
             .unwrap_or((usize::MAX, false));
-        let simulated = runs
-            .task_of
-            .get(&(drive, p.protocol.to_string()))
-            .and_then(|&t| runs.results.get(t))
-            .and_then(|r| r.get(p.step))
-            .and_then(|r| r.value(p.metric, p.job))
-            .filter(|v| v.is_finite());
+        let value = |r: Option<&BTreeMap<String, StepResult>>| {
+            r.and_then(|r| r.get(p.step))
+                .and_then(|r| r.value(p.metric, p.job))
+                .filter(|v| v.is_finite())
+        };
+        let simulated = value(runs.of(drive, p.protocol, None));
+        let readings = f
+            .protocol(p.protocol)
+            .filter(|pr| pr.reading.len() > 1)
+            .map(|pr| {
+                let own = self.own_drive(fi);
+                pr.reading
+                    .iter()
+                    .enumerate()
+                    .map(|(i, r)| ReadingValue {
+                        reading: r.name.clone(),
+                        simulated: if i == 0 {
+                            value(runs.of(own, p.protocol, None))
+                        } else {
+                            value(runs.of(own, p.protocol, Some(&r.name)))
+                        },
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         Judged {
+            kind: "figure",
+            readings,
             preset: f.preset.clone(),
             figure: p.id.into(),
             source: src.map(|s| s.id.clone()).unwrap_or_default(),
@@ -424,6 +606,72 @@ impl Plan {
             fold: self.drives.get(drive).and_then(|d| d.fold.clone()),
             from_curve: p.from_curve,
             other_drive: other,
+        }
+    }
+}
+
+impl Plan {
+    /// The drive of file `fi`'s preset as it ships (no fold).
+    fn own_drive(&self, fi: usize) -> usize {
+        self.drives
+            .iter()
+            .position(|d| d.file == fi && d.fold.is_none())
+            .unwrap_or(usize::MAX)
+    }
+
+    /// Shape `sh` of file `fi`, judged on the drive of its source (the
+    /// fold that never saw it, if fitted), and under every reading of its
+    /// protocol on the preset as it ships.
+    fn judged_shape(&self, fi: usize, f: &CorpusFile, runs: &Runs, sh: &Shape) -> ShapeJudged {
+        let src = f.source_of(&sh.protocol);
+        let (drive, held_out) = src
+            .and_then(|s| self.judged_by[fi].get(&s.id).copied())
+            .unwrap_or((usize::MAX, false));
+        let check = sh.assertion().ok();
+        let eval = |r: Option<&BTreeMap<String, StepResult>>| -> (Option<bool>, String) {
+            let (Some(a), Some(r)) = (&check, r) else {
+                return (None, "not run".into());
+            };
+            let get = |step: &str, m: &str| r.get(step).and_then(|s| s.measure(m));
+            let missing = a.refs().iter().any(|(st, m)| get(st, m).is_none());
+            let (ok, detail) = a.check(&get);
+            (if missing { None } else { Some(ok) }, detail)
+        };
+        let (held, detail) = eval(runs.of(drive, &sh.protocol, None));
+        let readings = f
+            .protocol(&sh.protocol)
+            .filter(|p| p.reading.len() > 1)
+            .map(|p| {
+                let own = self.own_drive(fi);
+                p.reading
+                    .iter()
+                    .enumerate()
+                    .map(|(i, r)| {
+                        let rd = (i > 0).then_some(r.name.as_str());
+                        ReadingValue {
+                            reading: r.name.clone(),
+                            simulated: eval(runs.of(own, &sh.protocol, rd))
+                                .0
+                                .map(|h| f64::from(u8::from(h))),
+                        }
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        ShapeJudged {
+            kind: "shape",
+            preset: f.preset.clone(),
+            shape: sh.id.clone(),
+            source: src.map(|s| s.id.clone()).unwrap_or_default(),
+            statement: sh.statement.clone(),
+            state: sh.state,
+            check: sh.check.clone(),
+            detail,
+            held,
+            at_least: sh.at_least,
+            held_out,
+            fold: self.drives.get(drive).and_then(|d| d.fold.clone()),
+            readings,
         }
     }
 }

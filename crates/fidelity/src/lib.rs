@@ -19,7 +19,9 @@ pub mod chart;
 pub mod corpus;
 pub mod fit;
 pub mod judge;
+mod load;
 pub mod run;
+pub mod shape;
 pub mod text;
 
 use std::io::IsTerminal;

@@ -21,6 +21,8 @@ fn the_built_in_corpus_parses_and_names_real_presets() {
 #[test]
 fn summaries_use_nearest_ranks() {
     let j = |e: f64| Judged {
+        kind: "figure",
+        readings: Vec::new(),
         preset: "p".into(),
         figure: "f".into(),
         source: "s".into(),

@@ -1,5 +1,7 @@
-//! `vssd validate`'s report as text: every figure with its error, each
-//! preset's held-out and training summaries, then all presets'.
+//! `vssd validate`'s report as text: every figure with its error (and its
+//! value under each reading of an assumed preparation), every shape held
+//! or not, each preset's held-out and training summaries, then all
+//! presets'.
 
 use crate::judge::Report;
 
@@ -42,16 +44,15 @@ pub fn text(r: &Report) -> String {
         if p.figures.is_empty() {
             let _ = writeln!(
                 o,
-                "  no published figures in the corpus (see its coverage note)\n"
+                "  no published figures in the corpus (see its coverage note)"
             );
-            continue;
         }
         let _ = writeln!(
             o,
             "  {:<44} {:<12} {:<17} {:>10} {:>10} {:>8}  held out",
             "figure", "state", "metric", "published", "simulated", "error"
         );
-        for j in &p.figures {
+        for j in p.figures.iter().filter(|_| !p.figures.is_empty()) {
             let _ = writeln!(
                 o,
                 "  {:<44} {:<12} {:<17} {:>10} {:>10} {:>8}  {}",
@@ -73,7 +74,22 @@ pub fn text(r: &Report) -> String {
                     "no (trained)"
                 }
             );
+            if !j.readings.is_empty() {
+                let rs: Vec<String> = j
+                    .readings
+                    .iter()
+                    .map(|r| {
+                        format!(
+                            "{} {}",
+                            r.reading,
+                            r.simulated.map_or_else(|| "—".into(), num)
+                        )
+                    })
+                    .collect();
+                let _ = writeln!(o, "    readings: {}", rs.join(", "));
+            }
         }
+        shapes(&mut o, p);
         let h = &p.held_out;
         let _ = writeln!(
             o,
@@ -102,5 +118,75 @@ pub fn text(r: &Report) -> String {
         t.figures,
         pct(t.median_abs_error)
     );
+    let s = &r.overall_shapes;
+    let _ = writeln!(
+        o,
+        "all presets, shapes: {} of {} held on their drives",
+        s.held, s.shapes
+    );
+    for q in &r.quorum_shapes {
+        let _ = writeln!(
+            o,
+            "shape {} (at least {} of its drives): {} — passed {}, failed {}",
+            q.shape,
+            q.at_least,
+            if q.held { "held" } else { "NOT HELD" },
+            list(&q.passed),
+            list(&q.failed)
+        );
+    }
     o
+}
+
+fn list(v: &[String]) -> String {
+    if v.is_empty() {
+        "none".into()
+    } else {
+        v.join(", ")
+    }
+}
+
+/// A preset's shapes: each held or not, with the check's values.
+fn shapes(o: &mut String, p: &crate::judge::PresetResult) {
+    use std::fmt::Write as _;
+    if p.shapes.is_empty() {
+        return;
+    }
+    let _ = writeln!(o, "  {:<40} {:<14} {:<9} check", "shape", "state", "held");
+    for s in &p.shapes {
+        let held = match s.held {
+            Some(true) => "yes",
+            Some(false) => "NO",
+            None => "no value",
+        };
+        let _ = writeln!(
+            o,
+            "  {:<40} {:<14} {:<9} {}{}",
+            vssd_chart::numfmt::truncate(&s.shape, 40),
+            s.state.name(),
+            held,
+            s.detail,
+            match s.at_least {
+                Some(n) => format!("  (judged across its drives: at least {n})"),
+                None => String::new(),
+            }
+        );
+        if !s.readings.is_empty() {
+            let rs: Vec<String> = s
+                .readings
+                .iter()
+                .map(|r| {
+                    let h = match r.simulated {
+                        Some(v) if v > 0.5 => "held",
+                        Some(_) => "not held",
+                        None => "no value",
+                    };
+                    format!("{} {h}", r.reading)
+                })
+                .collect();
+            let _ = writeln!(o, "    readings: {}", rs.join(", "));
+        }
+    }
+    let h = &p.shapes_held;
+    let _ = writeln!(o, "  shapes: {} of {} held on this drive", h.held, h.shapes);
 }

@@ -77,7 +77,7 @@ pub const BUILT_IN: &[(&str, &str)] = &[
 ];
 
 /// The objective, in words (recorded with every fit).
-pub const OBJECTIVE: &str = "mean over the training figures of |ln(simulated / published)|, capped at ln 3 (a figure off by more than a factor of three counts as that), each figure weighted 1";
+pub const OBJECTIVE: &str = "mean over the training figures of |ln(simulated / published)|, capped at ln 3 (a figure off by more than a factor of three counts as that), each figure weighted 1; a training shape not held counts as a figure at the cap, one held as an exact figure";
 
 /// The most one figure adds to the objective: ln 3. A figure no
 /// parameter can bring within a factor of three (a mechanism the model

@@ -10,22 +10,51 @@ use super::{CAP, FitRecord, Fitted, Fold, OBJECTIVE};
 use crate::ValidateError;
 use crate::corpus::{CorpusFile, Metric};
 use crate::run::{self, StepResult, Task};
+use vssd_common::expr::Assertion;
 use vssd_profile::{FitParam, Profile};
 
-/// One figure the objective looks at: where its value comes from.
+/// One figure (or shape) the objective looks at: where its value comes from.
 #[derive(Debug, Clone)]
 struct Target {
     id: String,
     source: String,
     protocol: usize,
-    step: String,
-    job: Option<String>,
-    metric: Metric,
+    what: Measure,
     published: f64,
 }
 
-/// The figures of `f` a fit can use: every figure with a protocol, and
-/// every curve's printed average.
+/// What a target reads off its protocol's run.
+#[derive(Debug, Clone)]
+enum Measure {
+    /// A figure's metric of a step (and job).
+    Figure {
+        step: String,
+        job: Option<String>,
+        metric: Metric,
+    },
+    /// A shape's check: 1 held, e^-CAP (a figure at the cap) not held.
+    Shape(Assertion),
+}
+
+impl Measure {
+    /// Its simulated value in `r` (a protocol's step results).
+    fn value(&self, r: &BTreeMap<String, StepResult>) -> Option<f64> {
+        match self {
+            Measure::Figure { step, job, metric } => r
+                .get(step)
+                .and_then(|r| r.value(*metric, job.as_deref()))
+                .filter(|x| x.is_finite() && *x > 0.0),
+            Measure::Shape(a) => {
+                let get = |st: &str, m: &str| r.get(st).and_then(|s| s.measure(m));
+                Some(if a.check(&get).0 { 1.0 } else { (-CAP).exp() })
+            }
+        }
+    }
+}
+
+/// The figures of `f` a fit can use: every figure with a protocol, every
+/// curve's printed average, and every shape judged on this drive alone
+/// (a shape not held costs what a figure off by the cap does).
 fn targets(f: &CorpusFile) -> Vec<Target> {
     let pidx = |id: &str| f.protocol.iter().position(|p| p.id == id);
     let mut out = Vec::new();
@@ -37,9 +66,11 @@ fn targets(f: &CorpusFile) -> Vec<Target> {
                 id: g.id.clone(),
                 source: f.protocol[p].source.clone(),
                 protocol: p,
-                step: g.step.clone(),
-                job: g.job.clone(),
-                metric: g.metric,
+                what: Measure::Figure {
+                    step: g.step.clone(),
+                    job: g.job.clone(),
+                    metric: g.metric,
+                },
                 published: g.published * k,
             });
         }
@@ -50,10 +81,23 @@ fn targets(f: &CorpusFile) -> Vec<Target> {
                 id: c.id.clone(),
                 source: f.protocol[p].source.clone(),
                 protocol: p,
-                step: c.step.clone(),
-                job: None,
-                metric: c.y,
+                what: Measure::Figure {
+                    step: c.step.clone(),
+                    job: None,
+                    metric: c.y,
+                },
                 published: m,
+            });
+        }
+    }
+    for sh in f.shape.iter().filter(|s| s.at_least.is_none()) {
+        if let (Some(p), Ok(a)) = (pidx(&sh.protocol), sh.assertion()) {
+            out.push(Target {
+                id: sh.id.clone(),
+                source: f.protocol[p].source.clone(),
+                protocol: p,
+                what: Measure::Shape(a),
+                published: 1.0,
             });
         }
     }
@@ -134,6 +178,7 @@ impl Objective<'_> {
                 profile,
                 scale: *scale,
                 protocol: &self.file.protocol[i],
+                reading: None,
                 origin: self.origin.clone(),
             })
             .collect();
@@ -143,13 +188,7 @@ impl Objective<'_> {
         Ok(self
             .targets
             .iter()
-            .map(|t| {
-                by_protocol
-                    .get(&t.protocol)
-                    .and_then(|r| r.get(&t.step))
-                    .and_then(|r| r.value(t.metric, t.job.as_deref()))
-                    .filter(|x| x.is_finite() && *x > 0.0)
-            })
+            .map(|t| by_protocol.get(&t.protocol).and_then(|r| t.what.value(r)))
             .collect())
     }
 
