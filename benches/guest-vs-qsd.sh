@@ -24,7 +24,7 @@
 # Besides IOPS and MB/s, the table shows the guest's interrupts per completed
 # I/O on each disk (fewer = better completion batching by the backend).
 #
-# The QEMU command line mirrors src/guest (Guest::qemu_args); keep in step.
+# The QEMU command line mirrors crates/guest (Guest::qemu_args); keep in step.
 set -euo pipefail
 
 die() { echo "guest-vs-qsd.sh: error: $*" >&2; exit 1; }
@@ -55,7 +55,7 @@ ACCEL=${VSSD_ACCEL:-}
 if [[ -z "$ACCEL" ]]; then
     ACCEL=tcg
     if [[ -r /dev/kvm && -w /dev/kvm && -f "$GUEST_DIR/accel-verdict" ]]; then
-        # Same key as src/guest/accel.rs: guest kernel, QEMU version, host kernel.
+        # Same key as crates/guest/src/accel.rs: guest kernel, QEMU version, host kernel.
         key="$KREL"$'\t'"$("$QEMU" --version | head -n1)"$'\t'"$(cat /proc/sys/kernel/osrelease)"
         while IFS= read -r line; do
             [[ "$line" == "$key"$'\t'* ]] && ACCEL=${line##*$'\t'}

@@ -4,7 +4,7 @@
 //! The guest sees the disk as /dev/vda. Handy to poke at `vssd serve` by hand.
 
 use std::time::Duration;
-use vssd::kit::guest::{Disk, Guest};
+use vssd::guest::{Disk, Guest};
 
 fn main() {
     let a: Vec<String> = std::env::args().collect();

@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use vssd::kit::bench::report::{read_results, write_outputs};
+use vssd::bench::report::{read_results, write_outputs};
 
 fn main() {
     let mut args = std::env::args_os().skip(1);

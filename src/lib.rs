@@ -7,8 +7,13 @@
 //! one way, top to bottom; `docs/architecture.md` has the table of crates
 //! and modules, what each owns, and the request path through each frontend.
 //!
-//! - [`kit`] (`vssd-kit`, feature `kit`, on by default): the Linux test
-//!   guest, `vssd demo`, `vssd bench`; the daemon never depends on it;
+//! - the kit (feature `kit`, on by default; the daemon never depends on
+//!   it): [`guest`] (`vssd-guest`: the Linux test guest and the `vssd
+//!   serve` it boots on), [`demo`] (`vssd-demo`), [`bench`] (`vssd-bench`:
+//!   `vssd bench` and `vssd surface`), [`fidelity`] (`vssd-fidelity`:
+//!   `vssd validate` and `vssd calibrate --fit`);
+//! - [`qemu`] (`vssd-qemu`): the QEMU options that attach a drive, for
+//!   `vssd qemu-args` and the test guest;
 //! - [`loadgen`] (`vssd-loadgen`): a vhost-user-blk driver of our own;
 //! - [`ctl`] (`vssd-ctl`): the control socket's protocol, server and client;
 //! - [`frontend`] (`vssd-frontend`): vhost-user-blk and NBD;
@@ -24,16 +29,23 @@ pub mod metrics;
 pub mod qemu_args;
 pub mod serve;
 
+#[cfg(feature = "kit")]
+pub use vssd_bench as bench;
 pub use vssd_common::cli_out;
 pub use vssd_ctl as ctl;
+#[cfg(feature = "kit")]
+pub use vssd_demo as demo;
 pub use vssd_device as device;
+#[cfg(feature = "kit")]
+pub use vssd_fidelity as fidelity;
 pub use vssd_frontend as frontend;
 #[cfg(feature = "kit")]
-pub use vssd_kit as kit;
+pub use vssd_guest as guest;
 pub use vssd_loadgen as loadgen;
 pub use vssd_model as model;
 pub use vssd_profile as profile;
 pub use vssd_profile::size;
+pub use vssd_qemu as qemu;
 pub use vssd_sim as sim;
 pub use vssd_sim::calibrate;
 pub use vssd_trace as trace;

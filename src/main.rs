@@ -24,7 +24,7 @@ struct Cli {
 enum Cmd {
     /// The main job: boot a guest on an emulated SSD and show fresh, used and trimmed speeds.
     #[cfg(feature = "kit")]
-    Demo(vssd_kit::demo::DemoArgs),
+    Demo(vssd_demo::DemoArgs),
     /// Serve an emulated SSD to QEMU: virtio-blk over vhost-user, SATA or NVMe over NBD.
     Serve(vssd::serve::ServeArgs),
     /// Inspect or reset a running `vssd serve` through its control socket.
@@ -36,11 +36,11 @@ enum Cmd {
     },
     /// Benchmark scenarios (the published protocols) in a guest and in the simulator.
     #[cfg(feature = "kit")]
-    Bench(vssd_kit::bench::BenchArgs),
+    Bench(vssd_bench::BenchArgs),
     /// Measure a block device like HD Tune: throughput at positions over it
     /// (run it in a guest; writing destroys data).
     #[cfg(feature = "kit")]
-    Surface(vssd_kit::bench::surface::SurfaceArgs),
+    Surface(vssd_bench::surface::SurfaceArgs),
     /// Run fio job files against the drive model in virtual time.
     Sim(vssd::sim::SimArgs),
     /// Compare a profile's simulated figures with its published spec sheet.
@@ -48,7 +48,7 @@ enum Cmd {
     /// Run the presets on the published measurements of their drives
     /// (validation/*.toml) and report each figure's error.
     #[cfg(feature = "kit")]
-    Validate(vssd_kit::validate::ValidateArgs),
+    Validate(vssd_fidelity::ValidateArgs),
     /// Print the QEMU arguments (or libvirt XML) that attach a `vssd serve`
     /// drive on a bus, with the preset's model, serial and firmware.
     QemuArgs(vssd::qemu_args::QemuArgsArgs),
@@ -159,22 +159,20 @@ fn main() -> ExitCode {
         Cmd::Profiles { what } => profiles(what),
         Cmd::Sim(args) => vssd::sim::run(args).map_err(Into::into),
         #[cfg(feature = "kit")]
-        Cmd::Calibrate(args) if args.fit => {
-            vssd_kit::validate::fit::run_cli(args).map_err(Into::into)
-        }
+        Cmd::Calibrate(args) if args.fit => vssd_fidelity::fit::run_cli(args).map_err(Into::into),
         #[cfg(not(feature = "kit"))]
         Cmd::Calibrate(args) if args.fit => {
             Err("calibrate --fit needs vssd built with its kit (the default features)".into())
         }
         Cmd::Calibrate(args) => vssd::calibrate::run(args).map_err(Into::into),
         #[cfg(feature = "kit")]
-        Cmd::Validate(a) => vssd_kit::validate::run_cli(a).map_err(Into::into),
+        Cmd::Validate(a) => vssd_fidelity::run_cli(a).map_err(Into::into),
         #[cfg(feature = "kit")]
-        Cmd::Bench(a) => vssd_kit::bench::run(a).map_err(Into::into),
+        Cmd::Bench(a) => vssd_bench::run(a).map_err(Into::into),
         #[cfg(feature = "kit")]
-        Cmd::Surface(a) => vssd_kit::bench::surface::run(a).map_err(Into::into),
+        Cmd::Surface(a) => vssd_bench::surface::run(a).map_err(Into::into),
         #[cfg(feature = "kit")]
-        Cmd::Demo(a) => vssd_kit::demo::run(a).map_err(Into::into),
+        Cmd::Demo(a) => vssd_demo::run(a).map_err(Into::into),
         Cmd::Serve(a) => vssd::serve::run(a).map_err(Into::into),
         Cmd::Ctl(a) => vssd::ctl::run(a).map_err(Into::into),
         Cmd::Loadgen(a) => vssd::loadgen::run(a).map_err(Into::into),

@@ -6,9 +6,9 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use vssd_frontend::nbd::NbdAddr;
-use vssd_profile::identity::qemu_opt_value;
 use vssd_profile::size::{format_size, parse_size};
 use vssd_profile::{Identity, Profile, ProfileError};
+use vssd_qemu::{AhciPort, Attach, NbdServer, QemuOpt, QemuOptError, shared_memory};
 
 /// The bus the guest sees the drive on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -66,31 +66,22 @@ pub enum QemuArgsError {
     /// A wrong combination of options.
     #[error("{0}")]
     Usage(String),
+    /// What cannot become a QEMU option (a socket path that is not UTF-8).
+    #[error(transparent)]
+    Qemu(#[from] QemuOptError),
 }
 
-/// The NBD server as QEMU's `-blockdev driver=nbd` options.
-fn nbd_server(addr: &str) -> Result<(String, NbdAddr), QemuArgsError> {
-    let a: NbdAddr = if addr.starts_with("unix:") || addr.starts_with("tcp:") {
-        addr.parse().map_err(QemuArgsError::Usage)?
+/// The NBD address as `vssd serve --nbd` takes it.
+fn nbd_addr(addr: &str) -> Result<NbdAddr, QemuArgsError> {
+    if addr.starts_with("unix:") || addr.starts_with("tcp:") {
+        addr.parse().map_err(QemuArgsError::Usage)
     } else if addr.starts_with('/') || addr.starts_with('.') {
-        NbdAddr::Unix(addr.into())
+        Ok(NbdAddr::Unix(addr.into()))
     } else {
-        return Err(QemuArgsError::Usage(format!(
+        Err(QemuArgsError::Usage(format!(
             "--nbd {addr:?}: give unix:PATH, tcp:HOST:PORT or a socket path (as vssd serve --nbd)"
-        )));
-    };
-    let opts = match &a {
-        NbdAddr::Unix(p) => format!(
-            "server.type=unix,server.path={}",
-            qemu_opt_value(&p.to_string_lossy())
-        ),
-        NbdAddr::Tcp(s) => format!(
-            "server.type=inet,server.host={},server.port={}",
-            s.ip(),
-            s.port()
-        ),
-    };
-    Ok((opts, a))
+        )))
+    }
 }
 
 fn check_id(id: &str) -> Result<(), QemuArgsError> {
@@ -107,15 +98,12 @@ fn check_id(id: &str) -> Result<(), QemuArgsError> {
     }
 }
 
-/// The QEMU arguments, as (option, value) pairs.
-pub fn qemu_args(
-    a: &QemuArgsArgs,
-    id: &Identity,
-) -> Result<Vec<(&'static str, String)>, QemuArgsError> {
+/// The QEMU arguments, as (option, value) pairs: the one builder the test
+/// guest boots with too ([`vssd_qemu`]), the drive named `--id`.
+pub fn qemu_args(a: &QemuArgsArgs, id: &Identity) -> Result<Vec<QemuOpt>, QemuArgsError> {
     check_id(&a.id)?;
     let n = &a.id;
-    let mut v = Vec::new();
-    match a.bus {
+    let v = match a.bus {
         QemuBus::Virtio => {
             let Some(sock) = &a.socket else {
                 return Err(QemuArgsError::Usage(
@@ -128,27 +116,16 @@ pub fn qemu_args(
                     format_size(a.mem)
                 )));
             }
-            let mem = match a.mem >> 20 {
-                m if m.is_multiple_of(1024) => format!("{}G", m / 1024),
-                m => format!("{m}M"),
-            };
-            v.push(("-m", mem.clone()));
-            v.push((
-                "-object",
-                format!("memory-backend-memfd,id={n}-mem,size={mem},share=on"),
-            ));
-            v.push(("-numa", format!("node,memdev={n}-mem")));
-            v.push((
-                "-chardev",
-                format!(
-                    "socket,id={n},path={},reconnect=1",
-                    qemu_opt_value(&sock.to_string_lossy())
-                ),
-            ));
-            v.push((
-                "-device",
-                format!("vhost-user-blk-pci,chardev={n},num-queues={}", a.queues),
-            ));
+            let mut v = shared_memory(&format!("{n}-mem"), a.mem >> 20);
+            v.extend(
+                Attach::VhostUserBlk {
+                    socket: sock,
+                    queues: a.queues,
+                    reconnect_s: Some(1),
+                }
+                .options(n)?,
+            );
+            v
         }
         QemuBus::Sata | QemuBus::Nvme => {
             let Some(addr) = &a.nbd else {
@@ -161,32 +138,28 @@ pub fn qemu_args(
                     }
                 )));
             };
-            let (server, _) = nbd_server(addr)?;
-            v.push((
-                "-blockdev",
-                format!("driver=nbd,node-name={n}-nbd,{server},export=vssd,discard=unmap"),
-            ));
-            if a.bus == QemuBus::Sata {
-                v.push((
-                    "-blockdev",
-                    format!("driver=raw,node-name={n}-raw,file={n}-nbd,discard=unmap"),
-                ));
-                v.push(("-device", format!("ahci,id={n}-ahci")));
-                v.push((
-                    "-device",
-                    format!(
-                        "ide-hd,id={n},drive={n}-raw,bus={n}-ahci.0,rotation_rate=1,discard_granularity=512,{}",
-                        id.ide_hd_properties()
-                    ),
-                ));
+            let addr = nbd_addr(addr)?;
+            let server = match &addr {
+                NbdAddr::Unix(p) => NbdServer::Unix(p),
+                NbdAddr::Tcp(s) => NbdServer::Inet(*s),
+            };
+            let attach = if a.bus == QemuBus::Sata {
+                Attach::NbdSata {
+                    server,
+                    export: "vssd",
+                    identity: id,
+                    ahci: AhciPort::Own,
+                }
             } else {
-                v.push((
-                    "-device",
-                    format!("nvme,id={n},drive={n}-nbd,{}", id.nvme_properties()),
-                ));
-            }
+                Attach::NbdNvme {
+                    server,
+                    export: "vssd",
+                    identity: id,
+                }
+            };
+            attach.options(n)?
         }
-    }
+    };
     if a.bus != QemuBus::Virtio && a.socket.is_some() {
         return Err(QemuArgsError::Usage(
             "--socket is the vhost-user socket: only with --bus virtio (use --nbd)".into(),
@@ -265,8 +238,7 @@ pub fn libvirt_xml(
         }
         QemuBus::Sata => {
             let addr = a.nbd.as_deref().unwrap_or_default();
-            let (_, na) = nbd_server(addr)?;
-            let host = match na {
+            let host = match nbd_addr(addr)? {
                 NbdAddr::Unix(p) => {
                     format!(
                         "<host transport='unix' socket='{}'/>",

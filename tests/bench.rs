@@ -15,7 +15,7 @@ use std::process::{Command, Output, Stdio};
 
 use common::serve::VSSD;
 use common::{guest_lock, init_logging, require_program, scratch_dir};
-use vssd::kit::bench::results::BenchResults;
+use vssd::bench::results::BenchResults;
 
 fn bench(args: &[&str]) -> Output {
     Command::new(VSSD)
@@ -353,7 +353,7 @@ fn trim_recovery_on_sata_shows_the_trim_effect_with_time_dilated() {
     for e in &r.expects {
         assert_eq!(
             e.verdict(),
-            vssd::kit::bench::results::Verdict::Pass,
+            vssd::bench::results::Verdict::Pass,
             "{} [{}] {:?}",
             e.text,
             e.detail,

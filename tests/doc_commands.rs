@@ -90,7 +90,7 @@ fn documented_commands_work_as_pasted() {
     init_logging();
     require_program("qemu-system-x86_64");
     let _g = guest_lock();
-    vssd::kit::guest::ensure_image().expect("building the test guest");
+    vssd::guest::ensure_image().expect("building the test guest");
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let bin = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_vssd"), bin.path().join("vssd")).unwrap();

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::serve::Serve;
 use common::{guest_lock, init_logging, require_program, scratch_dir};
-use vssd::kit::guest::{Disk, Guest, GuestRun};
+use vssd::guest::{Disk, Guest, GuestRun};
 
 const BIN: &str = env!("CARGO_BIN_EXE_vssd");
 const BOOT_TIMEOUT: Duration = Duration::from_secs(600);

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use common::serve::{Serve, VSSD};
 use common::{guest_lock, init_logging, require_program, scratch_dir};
-use vssd::kit::guest::{Disk, Guest};
+use vssd::guest::{Disk, Guest};
 
 fn ctl(control: &Path, args: &[&str]) {
     let out = Command::new(VSSD)

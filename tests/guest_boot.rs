@@ -9,7 +9,7 @@ mod common;
 use std::time::Duration;
 
 use common::{StorageDaemon, guest_lock, init_logging, require_program, scratch_dir};
-use vssd::kit::guest::{Disk, Guest, GuestError, run_script};
+use vssd::guest::{Disk, Guest, GuestError, run_script};
 
 const MIB: u64 = 1 << 20;
 
@@ -45,7 +45,7 @@ exit 7
         run.total_time.as_secs_f64()
     );
     assert_eq!(run.exit_code, 7, "output:\n{}", run.output);
-    let image = vssd::kit::guest::ensure_image().unwrap();
+    let image = vssd::guest::ensure_image().unwrap();
     let expected = format!(
         "hello from {}\nto stderr\nroot\ntmp-writable\nno newline",
         image.kernel_release

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use common::serve::{Serve, VSSD};
 use common::{guest_lock, init_logging, require_program, scratch_dir};
-use vssd::kit::guest::{Disk, Guest};
+use vssd::guest::{Disk, Guest};
 
 const MIB: u64 = 1 << 20;
 

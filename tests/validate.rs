@@ -65,7 +65,33 @@ fn the_scaled_corpus_reproduces_the_recorded_table() {
                 .unwrap_or_else(|| panic!("{key}: no simulated value"));
             now.insert(key, sim);
         }
+        // Shapes: 1 held, 0 not, -1 no value (a moved shape fails too).
+        for sh in p["shapes"].as_array().unwrap() {
+            let key = format!(
+                "{}/shape:{}",
+                sh["preset"].as_str().unwrap(),
+                sh["shape"].as_str().unwrap()
+            );
+            assert_eq!(sh["kind"], "shape", "{key}");
+            assert!(
+                sh["statement"].as_str().is_some_and(|s| !s.is_empty()),
+                "{key}"
+            );
+            let held = match sh["held"].as_bool() {
+                Some(true) => 1.0,
+                Some(false) => 0.0,
+                None => -1.0,
+            };
+            now.insert(key, held);
+        }
     }
+    assert!(
+        now.keys().filter(|k| k.contains("/shape:")).count() >= 20,
+        "shapes: {:?}",
+        now.keys()
+            .filter(|k| k.contains("/shape:"))
+            .collect::<Vec<_>>()
+    );
     assert!(now.len() >= 70, "{} figures", now.len());
     if std::env::var_os("VSSD_RECORD_VALIDATION").is_some() {
         std::fs::write(

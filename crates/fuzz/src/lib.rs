@@ -213,7 +213,7 @@ pub fn profile_toml(data: &[u8]) {
 /// A fidelity corpus file (`validation/*.toml`).
 pub fn corpus_toml(data: &[u8]) {
     if let Ok(text) = std::str::from_utf8(data) {
-        let _ = vssd_kit::validate::corpus::CorpusFile::parse(text, "fuzz.toml");
+        let _ = vssd_fidelity::corpus::CorpusFile::parse(text, "fuzz.toml");
     }
 }
 

@@ -1,0 +1,248 @@
+//! The verdicts of a scenario's `expect` phases on a run — pass, fail, or
+//! inconclusive where the guest, not the drive, set a figure or the
+//! simulator cannot measure it — and the same as JUnit XML for CI.
+
+use crate::results::{BenchResults, ExpectResult, Mode, Verdict};
+use crate::scenario::{PhaseKind, Scenario};
+
+/// Evaluate the scenario's `expect` phases on `r`. An assertion that
+/// reads a throughput or latency figure of a phase the comparison marked
+/// guest-bound is inconclusive: the emulated host, not the drive, set
+/// that figure, so it neither passes nor fails.
+pub fn evaluate(sc: &Scenario, r: &BenchResults) -> Vec<ExpectResult> {
+    let get = |p: &str, m: &str| r.phase(p).and_then(|ph| ph.metrics.get(m)).copied();
+    let guest_bound = |phase: &str, metric: &str| {
+        r.comparison
+            .iter()
+            .any(|c| c.guest_bound && c.phase == phase)
+            && sc
+                .phases
+                .iter()
+                .find(|p| p.name == phase)
+                .is_some_and(|p| p.kind.metrics().contains(&metric))
+    };
+    sc.phases
+        .iter()
+        .filter_map(|p| match &p.kind {
+            PhaseKind::Expect { checks } => Some(checks),
+            _ => None,
+        })
+        .flatten()
+        .map(|a| {
+            let (passed, detail) = a.check(&get);
+            let mut bound: Vec<String> = a
+                .refs()
+                .into_iter()
+                .filter(|(p, m)| guest_bound(p, m))
+                .map(|(p, _)| p)
+                .collect();
+            bound.sort();
+            bound.dedup();
+            // The simulator does not lose data or run a filesystem: what
+            // faults and power cuts did is a guest run's to measure.
+            let mut unsimulated: Vec<String> = a
+                .refs()
+                .into_iter()
+                .filter(|(p, m)| {
+                    r.mode == Mode::Sim
+                        && sc.phases.iter().any(|q| {
+                            q.name == *p
+                                && q.kind.guest_only_metrics()
+                                && q.kind.metrics().contains(&m.as_str())
+                        })
+                })
+                .map(|(p, _)| p)
+                .collect();
+            unsimulated.dedup();
+            let inconclusive = if !unsimulated.is_empty() {
+                Some(format!(
+                    "inconclusive (not simulated): {} measured only in a guest run (the simulator has no data to lose and no filesystem)",
+                    unsimulated.join(", ")
+                ))
+            } else {
+                (!bound.is_empty()).then(|| {
+                format!(
+                    "inconclusive (guest-bound): the guest could not keep the drive busy in {} \
+                     (its requests were in the drive at under half the simulator's queue depth), \
+                     so the emulated host, not the drive, set the figure; run with KVM or a \
+                     larger --time-scale",
+                    bound.join(", ")
+                )
+                })
+            };
+            ExpectResult {
+                text: a.text.clone(),
+                passed: passed && inconclusive.is_none(),
+                detail,
+                inconclusive,
+            }
+        })
+        .collect()
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// The `expect` verdicts as JUnit XML: an inconclusive assertion is a
+/// skipped test case whose message says why.
+pub fn junit(r: &BenchResults) -> String {
+    let failures =
+        r.expects.iter().filter(|e| e.failed()).count() + usize::from(r.incomplete.is_some());
+    let mut x = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"vssd bench {}\" tests=\"{}\" failures=\"{failures}\" skipped=\"{}\">\n",
+        xml_escape(&r.scenario),
+        r.expects.len() + usize::from(r.incomplete.is_some()),
+        r.inconclusive()
+    );
+    for e in &r.expects {
+        x.push_str(&format!(
+            "  <testcase classname=\"{}\" name=\"{}\"",
+            xml_escape(&r.scenario),
+            xml_escape(&e.text)
+        ));
+        match (e.verdict(), &e.inconclusive) {
+            (Verdict::Pass, _) => x.push_str("/>\n"),
+            (Verdict::Inconclusive, Some(why)) => x.push_str(&format!(
+                ">\n    <skipped message=\"{}\"/>\n  </testcase>\n",
+                xml_escape(&format!("{why} [{}]", e.detail))
+            )),
+            _ => x.push_str(&format!(
+                ">\n    <failure message=\"{}\"/>\n  </testcase>\n",
+                xml_escape(&e.detail)
+            )),
+        }
+    }
+    if let Some(why) = &r.incomplete {
+        x.push_str(&format!(
+            "  <testcase classname=\"{}\" name=\"run completes\">\n    <failure message=\"{}\"/>\n  </testcase>\n",
+            xml_escape(&r.scenario),
+            xml_escape(why)
+        ));
+    }
+    x.push_str("</testsuite>\n");
+    x
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::Overrides;
+    use crate::sim_vs_guest::compare_runs;
+    use crate::simrun;
+    use crate::summary::summary;
+
+    #[test]
+    fn sim_only_trim_recovery_meets_its_expectations() {
+        let sc = Scenario::load(
+            "trim-recovery",
+            &Overrides {
+                capacity: Some(256 << 20),
+                ..Overrides::default()
+            },
+        )
+        .unwrap();
+        let mut r = simrun::run(&sc, 1, None, &mut |_, _| {}).unwrap();
+        r.expects = evaluate(&sc, &r);
+        for e in &r.expects {
+            assert!(e.passed, "{} [{}]", e.text, e.detail);
+        }
+        let x = junit(&r);
+        assert!(x.contains("tests=\"3\" failures=\"0\""), "{x}");
+    }
+
+    #[test]
+    fn an_expectation_on_a_guest_bound_phase_is_inconclusive_everywhere() {
+        let sc = Scenario::load(
+            "trim-recovery",
+            &Overrides {
+                capacity: Some(256 << 20),
+                ..Overrides::default()
+            },
+        )
+        .unwrap();
+        let mut r = simrun::run(&sc, 1, None, &mut |_, _| {}).unwrap();
+        // As a guest run's comparison would mark it: "used" guest-bound.
+        let sim = r.clone();
+        r.comparison = compare_runs(&r, &sim, sc.tolerance);
+        for c in &mut r.comparison {
+            c.guest_bound = c.phase == "used";
+        }
+        // And make the one that does not read "used" fail.
+        r.phases
+            .iter_mut()
+            .find(|p| p.name == "trimmed")
+            .unwrap()
+            .metrics
+            .insert("median_bw".into(), 1.0);
+        r.expects = evaluate(&sc, &r);
+        let v: Vec<_> = r.expects.iter().map(|e| e.verdict()).collect();
+        assert_eq!(
+            v,
+            [Verdict::Inconclusive, Verdict::Fail, Verdict::Pass],
+            "{:?}",
+            r.expects
+        );
+        assert!(
+            r.expects[0]
+                .inconclusive
+                .as_deref()
+                .unwrap()
+                .contains("used")
+        );
+        assert!(!r.expects[0].passed && !r.expects[0].failed());
+        assert_eq!(r.inconclusive(), 1);
+        let x = junit(&r);
+        assert!(
+            x.contains("tests=\"3\" failures=\"1\" skipped=\"1\""),
+            "{x}"
+        );
+        assert!(
+            x.contains("<skipped message=\"inconclusive (guest-bound): the guest could not keep the drive busy in used"),
+            "{x}"
+        );
+        assert_eq!(x.matches("<failure").count(), 1, "{x}");
+        let text = summary(&r);
+        assert!(
+            text.contains("INCONCLUSIVE (guest-bound) used.median_bw < 0.8 * fresh.median_bw"),
+            "{text}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        crate::report::write_outputs(dir.path(), &r).unwrap();
+        let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+        assert!(
+            html.contains("<td class=\"inconclusive\">INCONCLUSIVE (guest-bound)</td>"),
+            "report.html"
+        );
+        // Without the failure, the run passes with one inconclusive.
+        r.phases
+            .iter_mut()
+            .find(|p| p.name == "trimmed")
+            .unwrap()
+            .metrics
+            .insert("median_bw".into(), 1e12);
+        r.expects = evaluate(&sc, &r);
+        assert!(r.passed());
+        assert!(junit(&r).contains("failures=\"0\" skipped=\"1\""));
+    }
+
+    #[test]
+    fn a_failing_expectation_is_reported_with_its_numbers() {
+        let text = "name = \"t\"\n[drive]\nprofile = \"sata-mlc-2011\"\ncapacity = \"256M\"\n\
+            [[phase]]\nname = \"fresh\"\nkind = \"surface\"\nop = \"write\"\npositions = 8\n\
+            [[phase]]\nkind = \"expect\"\nchecks = [\"fresh.mean_bw > 1e12\"]\n";
+        let sc = Scenario::parse(text, "t.toml", None, &Overrides::default()).unwrap();
+        let mut r = simrun::run(&sc, 1, None, &mut |_, _| {}).unwrap();
+        r.expects = evaluate(&sc, &r);
+        assert!(!r.passed());
+        assert!(
+            r.expects[0].detail.contains("fresh.mean_bw = "),
+            "{}",
+            r.expects[0].detail
+        );
+        assert!(junit(&r).contains("<failure message="));
+    }
+}
