@@ -28,7 +28,6 @@
 pub mod metrics;
 pub mod qemu_args;
 pub mod serve;
-pub mod trace_cmd;
 
 #[cfg(feature = "kit")]
 pub use vssd_bench as bench;

@@ -54,7 +54,7 @@ enum Cmd {
     QemuArgs(vssd::qemu_args::QemuArgsArgs),
     /// Read, summarise and convert request traces (`serve --trace`, fio
     /// iologs, blkparse, blktrace); `vssd sim` replays them (`read_iolog=`).
-    Trace(vssd::trace_cmd::TraceArgs),
+    Trace(vssd::trace::command::TraceArgs),
     /// Drive a vhost-user-blk backend (vssd serve, qemu-storage-daemon) without a guest and measure it.
     Loadgen(vssd::loadgen::LoadgenArgs),
 }
@@ -177,7 +177,7 @@ fn main() -> ExitCode {
         Cmd::Ctl(a) => vssd::ctl::run(a).map_err(Into::into),
         Cmd::Loadgen(a) => vssd::loadgen::run(a).map_err(Into::into),
         Cmd::QemuArgs(a) => vssd::qemu_args::run(a).map_err(Into::into),
-        Cmd::Trace(a) => vssd::trace_cmd::run(a).map_err(Into::into),
+        Cmd::Trace(a) => vssd::trace::command::run(a).map_err(Into::into),
     };
     match cli_out::finish(r) {
         cli_out::Exit::Success => ExitCode::SUCCESS,

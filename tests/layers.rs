@@ -11,7 +11,7 @@ use std::process::Command;
 const ALLOWED: &[(&str, &[&str])] = &[
     ("vssd-common", &[]),
     ("vssd-profile", &[]),
-    ("vssd-trace", &[]),
+    ("vssd-trace", &["vssd-common", "vssd-profile"]),
     ("vssd-model", &["vssd-profile"]),
     ("vssd-qemu", &["vssd-profile"]),
     (
@@ -22,15 +22,15 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "vssd-device",
         &["vssd-common", "vssd-profile", "vssd-model", "vssd-trace"],
     ),
-    ("vssd-frontend", &["vssd-profile", "vssd-device"]),
+    (
+        "vssd-frontend",
+        &["vssd-common", "vssd-profile", "vssd-device"],
+    ),
     (
         "vssd-ctl",
         &["vssd-common", "vssd-profile", "vssd-model", "vssd-device"],
     ),
-    (
-        "vssd-loadgen",
-        &["vssd-common", "vssd-profile", "vssd-frontend"],
-    ),
+    ("vssd-loadgen", &["vssd-common", "vssd-profile"]),
     ("vssd-chart", &["vssd-common"]),
     ("vssd-guest", &["vssd-profile", "vssd-ctl", "vssd-qemu"]),
     ("vssd-demo", &["vssd-common", "vssd-profile", "vssd-guest"]),

@@ -1,6 +1,10 @@
 //! Tests of the Prometheus endpoint: exposition, scrapes under load.
 
+use super::encode::secs;
 use super::*;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
 use vm_memory::VolatileSlice;
 use vssd_device::{DataLocation, DeviceOptions};
 use vssd_profile::Profile;

@@ -17,7 +17,7 @@ pub mod vhost;
 use std::io;
 use std::net::TcpListener;
 use std::os::unix::net::UnixListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -285,66 +285,18 @@ fn base_path(args: &ServeArgs) -> Option<PathBuf> {
     })
 }
 
-/// Run the daemon until SIGINT/SIGTERM.
+/// Run the daemon until SIGINT/SIGTERM: check the arguments, open the
+/// drive, bind every socket, start the services, serve, shut down.
 pub fn run(args: ServeArgs) -> Result<(), ServeError> {
     let sigset = block_signals().map_err(ServeError::Setup)?;
-    let mut profile = Profile::load_with_capacity(&args.profile, args.capacity)?;
-    if let Some(s) = &args.serial {
-        profile = profile.with_serial(s)?;
-    }
-    profile.check_memory()?;
-    if !args.queue_size.is_power_of_two() {
-        return Err(ServeError::Usage(format!(
-            "--queue-size {} must be a power of two",
-            args.queue_size
-        )));
-    }
-    if args.nbd_buffer_limit < vssd_frontend::nbd::budget::MIN_TOTAL {
-        return Err(ServeError::Usage(format!(
-            "--nbd-buffer-limit {} is below {}: a single NBD request may need that much",
-            format_size(args.nbd_buffer_limit),
-            format_size(vssd_frontend::nbd::budget::MIN_TOTAL)
-        )));
-    }
+    let profile = checked_profile(&args)?;
     let base = base_path(&args);
-    let control = match (&args.control, &base) {
-        (Some(c), _) => c.clone(),
-        (None, Some(b)) => PathBuf::from(format!("{}.ctl", b.display())),
-        (None, None) => {
-            return Err(ServeError::Usage(
-                "with only TCP NBD listeners, say where the control socket goes: --control PATH"
-                    .into(),
-            ));
-        }
-    };
+    let control = control_path(&args, base.as_deref())?;
     let gid = args.socket_group.as_deref().map(group_id).transpose()?;
     let socket_mode = args
         .socket_mode
         .unwrap_or(if gid.is_some() { 0o660 } else { 0o600 });
-    let mut _state_lock = None;
-    let (data, state_file) = match (&args.state_dir, &args.backing, args.memory, &base) {
-        (Some(dir), _, _, _) => {
-            files::private_dir(dir)?;
-            _state_lock = Some(DirLock::acquire(dir)?);
-            (
-                DataLocation::File(dir.join("disk.img")),
-                Some(dir.join("ftl.state")),
-            )
-        }
-        (None, Some(f), _, _) => (DataLocation::File(f.clone()), None),
-        (None, None, true, _) => (DataLocation::Memory, None),
-        (None, None, false, Some(b)) => (
-            DataLocation::File(PathBuf::from(format!("{}.img", b.display()))),
-            None,
-        ),
-        (None, None, false, None) => {
-            return Err(ServeError::Usage(
-                "with only TCP NBD listeners, say where the data goes: --state-dir DIR, \
-                 --backing FILE or --memory"
-                    .into(),
-            ));
-        }
-    };
+    let (data, state_file, _state_lock) = data_location(&args, base.as_deref())?;
 
     if let Some(s) = &args.socket {
         claim_socket_path(s)?;
@@ -363,108 +315,24 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
     // there (the control socket 0600) and renamed into place. The control
     // socket comes last: once it answers, every listener is ready.
     let mut vhost_listener = match &args.socket {
-        Some(s) => {
-            let l = bind_socket(s, socket_mode, gid, |p| {
-                Listener::new(p, false).map_err(|e| io::Error::other(e.to_string()))
-            })?;
-            Some(l)
-        }
+        Some(s) => Some(bind_vhost(s, socket_mode, gid)?),
         None => None,
     };
     let nbd_listeners = bind_nbd(&args, socket_mode, gid)?;
     let ctl_listener = bind_socket(&control, 0o600, None, |p| UnixListener::bind(p))?;
-
-    if let Some(t) = &args.trace {
-        device
-            .trace_start(t, args.trace_limit)
-            .map_err(ServeError::Trace)?;
-    }
-    if let Some(addr) = args.metrics {
-        crate::metrics::spawn(addr, args.metrics_listen_any, &device)?;
-    }
-    server::spawn(ctl_listener, device.clone()).map_err(ServeError::Setup)?;
-    spawn_sampler(&device).map_err(ServeError::Setup)?;
-    Device::spawn_power_timer(&device).map_err(ServeError::Setup)?;
-    let nbd =
-        NbdServer::new(args.timing(device.profile())).with_buffer_limit(args.nbd_buffer_limit);
-    for (addr, l) in nbd_listeners {
-        let fe = device.register_frontend("nbd", addr.to_string(), "export \"\" or \"vssd\"");
-        nbd.spawn(device.clone(), fe, addr.clone(), l)
-            .map_err(|source| ServeError::Nbd {
-                addr: addr.to_string(),
-                source,
-            })?;
-    }
-
-    let mut listening: Vec<String> = Vec::new();
-    if let Some(s) = &args.socket {
-        listening.push(format!(
-            "vhost-user-blk {} [{} queue(s)]",
-            s.display(),
-            args.queues
-        ));
-    }
-    listening.extend(args.nbd.iter().map(|a| format!("NBD {a}")));
-    info!(
-        "vssd: {} ({}) on {}; control {}, data {}",
-        device.profile().name,
-        format_size(device.capacity()),
-        listening.join(", "),
-        control.display(),
-        match &data {
-            DataLocation::File(p) => p.display().to_string(),
-            DataLocation::Memory => "in memory".into(),
-        }
-    );
-    if !args.time_scale.is_one() {
-        info!(
-            "time dilation: the drive's clock runs {}× slower than the wall clock \
-             (requests complete {}× later; ctl stats and the metrics report the drive's time)",
-            args.time_scale, args.time_scale
-        );
-    }
+    let nbd = start_services(&args, &device, ctl_listener, nbd_listeners)?;
+    log_start(&args, &device, &control, &data);
 
     let stopping = Arc::new(AtomicBool::new(false));
     let current: Arc<Mutex<Option<Conn>>> = Arc::new(Mutex::new(None));
     let wake = EventFd::new(EFD_NONBLOCK).map_err(ServeError::Setup)?;
-    {
-        let stopping = stopping.clone();
-        let current = current.clone();
-        let wake = wake.try_clone().map_err(ServeError::Setup)?;
-        thread::Builder::new()
-            .name("vssd-signals".into())
-            .spawn(move || {
-                loop {
-                    let sig = wait_signal(&sigset);
-                    if sig == 0 {
-                        continue;
-                    }
-                    if stopping.swap(true, Ordering::SeqCst) {
-                        warn!(
-                            "signal {sig}: already shutting down, still saving the drive state \
-                             (SIGKILL exits without saving)"
-                        );
-                        continue;
-                    }
-                    info!("signal {sig}: finishing in-flight requests and shutting down");
-                    let _ = wake.write(1);
-                    let cur = current.lock().unwrap_or_else(|e| e.into_inner());
-                    if let Some(c) = cur.as_ref() {
-                        stop_connection(c);
-                    }
-                }
-            })
-            .map_err(ServeError::Setup)?;
-    }
+    spawn_signal_thread(sigset, &stopping, &current, &wake)?;
 
     let result = match &args.socket {
         Some(socket) => {
             let fe = device.register_frontend(
                 "vhost-user-blk",
-                args.socket
-                    .as_ref()
-                    .map(|s| s.display().to_string())
-                    .unwrap_or_default(),
+                socket.display().to_string(),
                 if args.queues == 1 {
                     "1 queue".to_string()
                 } else {
@@ -472,11 +340,7 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
                 },
             );
             let socket = socket.clone();
-            let rebind: vhost::Rebind = Arc::new(move || {
-                bind_socket(&socket, socket_mode, gid, |p| {
-                    Listener::new(p, false).map_err(|e| io::Error::other(e.to_string()))
-                })
-            });
+            let rebind: vhost::Rebind = Arc::new(move || bind_vhost(&socket, socket_mode, gid));
             vhost::serve_loop(
                 &args,
                 &device,
@@ -497,6 +361,199 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         }
     };
 
+    let closed = shut_down(&args, &device, &nbd, &control, vhost_listener);
+    result?;
+    closed?;
+    info!("vssd: stopped cleanly");
+    Ok(())
+}
+
+/// The profile to serve, and the arguments checked against it.
+fn checked_profile(args: &ServeArgs) -> Result<Profile, ServeError> {
+    let mut profile = Profile::load_with_capacity(&args.profile, args.capacity)?;
+    if let Some(s) = &args.serial {
+        profile = profile.with_serial(s)?;
+    }
+    profile.check_memory()?;
+    if !args.queue_size.is_power_of_two() {
+        return Err(ServeError::Usage(format!(
+            "--queue-size {} must be a power of two",
+            args.queue_size
+        )));
+    }
+    if args.nbd_buffer_limit < vssd_frontend::nbd::budget::MIN_TOTAL {
+        return Err(ServeError::Usage(format!(
+            "--nbd-buffer-limit {} is below {}: a single NBD request may need that much",
+            format_size(args.nbd_buffer_limit),
+            format_size(vssd_frontend::nbd::budget::MIN_TOTAL)
+        )));
+    }
+    Ok(profile)
+}
+
+/// Where the control socket goes: `--control`, or the first socket's path
+/// with `.ctl` added.
+fn control_path(args: &ServeArgs, base: Option<&Path>) -> Result<PathBuf, ServeError> {
+    match (&args.control, base) {
+        (Some(c), _) => Ok(c.clone()),
+        (None, Some(b)) => Ok(PathBuf::from(format!("{}.ctl", b.display()))),
+        (None, None) => Err(ServeError::Usage(
+            "with only TCP NBD listeners, say where the control socket goes: --control PATH".into(),
+        )),
+    }
+}
+
+/// Where the data and the FTL state go, and the state directory's lock
+/// (held until the daemon exits).
+fn data_location(
+    args: &ServeArgs,
+    base: Option<&Path>,
+) -> Result<(DataLocation, Option<PathBuf>, Option<DirLock>), ServeError> {
+    Ok(match (&args.state_dir, &args.backing, args.memory, base) {
+        (Some(dir), _, _, _) => {
+            files::private_dir(dir)?;
+            let lock = DirLock::acquire(dir)?;
+            (
+                DataLocation::File(dir.join("disk.img")),
+                Some(dir.join("ftl.state")),
+                Some(lock),
+            )
+        }
+        (None, Some(f), _, _) => (DataLocation::File(f.clone()), None, None),
+        (None, None, true, _) => (DataLocation::Memory, None, None),
+        (None, None, false, Some(b)) => (
+            DataLocation::File(PathBuf::from(format!("{}.img", b.display()))),
+            None,
+            None,
+        ),
+        (None, None, false, None) => {
+            return Err(ServeError::Usage(
+                "with only TCP NBD listeners, say where the data goes: --state-dir DIR, \
+                 --backing FILE or --memory"
+                    .into(),
+            ));
+        }
+    })
+}
+
+/// Bind the vhost-user socket (at start, and again after a power cut).
+fn bind_vhost(socket: &Path, mode: u32, gid: Option<u32>) -> Result<Listener, ServeError> {
+    bind_socket(socket, mode, gid, |p| {
+        Listener::new(p, false).map_err(|e| io::Error::other(e.to_string()))
+    })
+}
+
+/// Start what runs beside the vhost-user loop: the trace, the metrics, the
+/// control server, the counter sampler, the power timer and the NBD
+/// listeners.
+fn start_services(
+    args: &ServeArgs,
+    device: &Arc<Device>,
+    ctl_listener: UnixListener,
+    nbd_listeners: Vec<(NbdAddr, NbdListener)>,
+) -> Result<NbdServer, ServeError> {
+    if let Some(t) = &args.trace {
+        device
+            .trace_start(t, args.trace_limit)
+            .map_err(ServeError::Trace)?;
+    }
+    if let Some(addr) = args.metrics {
+        crate::metrics::spawn(addr, args.metrics_listen_any, device)?;
+    }
+    server::spawn(ctl_listener, device.clone()).map_err(ServeError::Setup)?;
+    spawn_sampler(device).map_err(ServeError::Setup)?;
+    Device::spawn_power_timer(device).map_err(ServeError::Setup)?;
+    let nbd =
+        NbdServer::new(args.timing(device.profile())).with_buffer_limit(args.nbd_buffer_limit);
+    for (addr, l) in nbd_listeners {
+        let fe = device.register_frontend("nbd", addr.to_string(), "export \"\" or \"vssd\"");
+        nbd.spawn(device.clone(), fe, addr.clone(), l)
+            .map_err(|source| ServeError::Nbd {
+                addr: addr.to_string(),
+                source,
+            })?;
+    }
+    Ok(nbd)
+}
+
+/// Say what is served where.
+fn log_start(args: &ServeArgs, device: &Device, control: &Path, data: &DataLocation) {
+    let mut listening: Vec<String> = Vec::new();
+    if let Some(s) = &args.socket {
+        listening.push(format!(
+            "vhost-user-blk {} [{} queue(s)]",
+            s.display(),
+            args.queues
+        ));
+    }
+    listening.extend(args.nbd.iter().map(|a| format!("NBD {a}")));
+    info!(
+        "vssd: {} ({}) on {}; control {}, data {}",
+        device.profile().name,
+        format_size(device.capacity()),
+        listening.join(", "),
+        control.display(),
+        match data {
+            DataLocation::File(p) => p.display().to_string(),
+            DataLocation::Memory => "in memory".into(),
+        }
+    );
+    if !args.time_scale.is_one() {
+        info!(
+            "time dilation: the drive's clock runs {}× slower than the wall clock \
+             (requests complete {}× later; ctl stats and the metrics report the drive's time)",
+            args.time_scale, args.time_scale
+        );
+    }
+}
+
+/// The signal thread: the first SIGINT or SIGTERM stops the daemon (wakes
+/// the serving loop and stops the vhost-user connection).
+fn spawn_signal_thread(
+    sigset: libc::sigset_t,
+    stopping: &Arc<AtomicBool>,
+    current: &Arc<Mutex<Option<Conn>>>,
+    wake: &EventFd,
+) -> Result<(), ServeError> {
+    let stopping = stopping.clone();
+    let current = current.clone();
+    let wake = wake.try_clone().map_err(ServeError::Setup)?;
+    thread::Builder::new()
+        .name("vssd-signals".into())
+        .spawn(move || {
+            loop {
+                let sig = wait_signal(&sigset);
+                if sig == 0 {
+                    continue;
+                }
+                if stopping.swap(true, Ordering::SeqCst) {
+                    warn!(
+                        "signal {sig}: already shutting down, still saving the drive state \
+                             (SIGKILL exits without saving)"
+                    );
+                    continue;
+                }
+                info!("signal {sig}: finishing in-flight requests and shutting down");
+                let _ = wake.write(1);
+                let cur = current.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(c) = cur.as_ref() {
+                    stop_connection(c);
+                }
+            }
+        })
+        .map_err(ServeError::Setup)?;
+    Ok(())
+}
+
+/// Shut down after serving: drain NBD, stop the trace, sync and save the
+/// drive, remove the sockets. The drive's closing result.
+fn shut_down(
+    args: &ServeArgs,
+    device: &Device,
+    nbd: &NbdServer,
+    control: &Path,
+    vhost_listener: Option<Listener>,
+) -> Result<(), DeviceError> {
     nbd.drain_and_close(Duration::from_secs(2));
     if args.memory {
         info!("stopping: a memory drive keeps nothing after exit");
@@ -519,7 +576,7 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         );
     }
     let closed = device.close();
-    let _ = std::fs::remove_file(&control);
+    let _ = std::fs::remove_file(control);
     for a in &args.nbd {
         if let NbdAddr::Unix(p) = a {
             let _ = std::fs::remove_file(p);
@@ -532,10 +589,7 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         let _ = std::fs::remove_file(s);
     }
     drop(vhost_listener); // removes the vhost-user socket
-    result?;
-    closed?;
-    info!("vssd: stopped cleanly");
-    Ok(())
+    closed
 }
 
 /// Sample the drive's counters each second (recent write amplification).

@@ -22,7 +22,7 @@ use virtio_bindings::virtio_ring::VIRTIO_RING_F_EVENT_IDX;
 use vm_memory::mmap::MmapRegion;
 use vm_memory::{Bytes, FileOffset, GuestAddress, GuestMemoryMmap, GuestRegionMmap};
 use vmm_sys_util::eventfd::{EFD_NONBLOCK, EventFd};
-use vssd_frontend::vhost_user_blk::config::{OFFERED_FEATURES, feature_bits};
+use vssd_common::virtio::{OFFERED_FEATURES, feature_bits};
 
 use super::vring::{Buf, DriverQueue, VringError, ring_bytes};
 

@@ -112,13 +112,14 @@ fn seg(sector: u64, sectors: u32, flags: u32) -> Vec<u8> {
     v
 }
 
-fn cases(a: &Area, capacity_sectors: u64, max_data: u64, max_discard_seg: u32) -> Vec<Case> {
-    let (h, st, d) = (a.hdr, a.status, a.data);
-    let std3 = |data_write: bool, len: u32| {
+impl Area {
+    /// Header, data buffer (device-writable if `data_write`) of `len`
+    /// bytes, status byte: the usual three-descriptor chain.
+    fn std3(&self, data_write: bool, len: u32) -> Vec<RawDesc> {
         vec![
-            r(h, 16, Some(1)),
+            r(self.hdr, 16, Some(1)),
             RawDesc {
-                addr: d,
+                addr: self.data,
                 len,
                 flags: if data_write {
                     VRING_DESC_F_WRITE as u16
@@ -127,10 +128,21 @@ fn cases(a: &Area, capacity_sectors: u64, max_data: u64, max_discard_seg: u32) -
                 },
                 next: Some(2),
             },
-            w(st, 1, None),
+            w(self.status, 1, None),
         ]
-    };
-    let case = |name, kind, sector, payload: Vec<u8>, descs, expect| Case {
+    }
+}
+
+/// A case with a direct descriptor chain.
+fn case(
+    name: &'static str,
+    kind: u32,
+    sector: u64,
+    payload: Vec<u8>,
+    descs: Vec<RawDesc>,
+    expect: Expect,
+) -> Case {
+    Case {
         name,
         kind,
         sector,
@@ -138,22 +150,36 @@ fn cases(a: &Area, capacity_sectors: u64, max_data: u64, max_discard_seg: u32) -
         descs,
         table: vec![],
         expect,
-    };
-    let discard = |name, payload: Vec<u8>, kind, expect| {
-        let len = payload.len() as u32;
-        Case {
-            name,
-            kind,
-            sector: 0,
-            descs: std3(false, len.max(1)),
-            payload,
-            table: vec![],
-            expect,
-        }
-    };
-    let many_segs: Vec<u8> = (0..u64::from(max_discard_seg) + 1)
-        .flat_map(|i| seg(i * 8, 8, 0))
-        .collect();
+    }
+}
+
+/// A discard or write-zeroes case: `payload` (its segments) in the usual
+/// three-descriptor chain.
+fn discard(a: &Area, name: &'static str, payload: Vec<u8>, kind: u32, expect: Expect) -> Case {
+    let len = payload.len() as u32;
+    Case {
+        name,
+        kind,
+        sector: 0,
+        descs: a.std3(false, len.max(1)),
+        payload,
+        table: vec![],
+        expect,
+    }
+}
+
+/// Every case, in the order they are sent.
+fn cases(a: &Area, capacity_sectors: u64, max_data: u64, max_discard_seg: u32) -> Vec<Case> {
+    let mut v = header_cases(a, capacity_sectors);
+    v.extend(chain_cases(a, max_data));
+    v.extend(segment_cases(a, capacity_sectors, max_discard_seg));
+    v
+}
+
+/// What the header asks: an unknown type, a range past the disk or past
+/// 2^64, a length in partial sectors.
+fn header_cases(a: &Area, capacity_sectors: u64) -> Vec<Case> {
+    let (h, st) = (a.hdr, a.status);
     vec![
         case(
             "unknown request type 99",
@@ -168,7 +194,7 @@ fn cases(a: &Area, capacity_sectors: u64, max_data: u64, max_discard_seg: u32) -
             VIRTIO_BLK_T_IN,
             capacity_sectors - 1,
             vec![],
-            std3(true, 4096),
+            a.std3(true, 4096),
             Expect::IoError,
         ),
         case(
@@ -176,7 +202,7 @@ fn cases(a: &Area, capacity_sectors: u64, max_data: u64, max_discard_seg: u32) -
             VIRTIO_BLK_T_OUT,
             u64::MAX - 7,
             vec![],
-            std3(false, 4096),
+            a.std3(false, 4096),
             Expect::IoError,
         ),
         case(
@@ -184,15 +210,24 @@ fn cases(a: &Area, capacity_sectors: u64, max_data: u64, max_discard_seg: u32) -
             VIRTIO_BLK_T_IN,
             0,
             vec![],
-            std3(true, 1000),
+            a.std3(true, 1000),
             Expect::IoError,
         ),
+    ]
+}
+
+/// The descriptor chain: data buffers in the wrong direction, outside
+/// memory or too long, a short header, a missing or read-only status byte,
+/// a looping chain, broken indirect tables.
+fn chain_cases(a: &Area, max_data: u64) -> Vec<Case> {
+    let (h, st, d) = (a.hdr, a.status, a.data);
+    vec![
         case(
             "read with a device-readable data buffer",
             VIRTIO_BLK_T_IN,
             0,
             vec![],
-            std3(false, 4096),
+            a.std3(false, 4096),
             Expect::IoError,
         ),
         case(
@@ -200,7 +235,7 @@ fn cases(a: &Area, capacity_sectors: u64, max_data: u64, max_discard_seg: u32) -
             VIRTIO_BLK_T_OUT,
             0,
             vec![],
-            std3(true, 4096),
+            a.std3(true, 4096),
             Expect::IoError,
         ),
         case(
@@ -300,43 +335,60 @@ fn cases(a: &Area, capacity_sectors: u64, max_data: u64, max_discard_seg: u32) -
             table: vec![r(h, 16, Some(1)), w(d, 4096, Some(7)), w(st, 1, None)],
             expect: Expect::NoStatus,
         },
+    ]
+}
+
+/// Discard and write-zeroes segments: flags, lengths and counts a guest
+/// must not send.
+fn segment_cases(a: &Area, capacity_sectors: u64, max_discard_seg: u32) -> Vec<Case> {
+    let many_segs: Vec<u8> = (0..u64::from(max_discard_seg) + 1)
+        .flat_map(|i| seg(i * 8, 8, 0))
+        .collect();
+    vec![
         discard(
+            a,
             "discard with the UNMAP flag",
             seg(0, 8, 1),
             VIRTIO_BLK_T_DISCARD,
             Expect::Unsupported,
         ),
         discard(
+            a,
             "discard segment of 2^32-1 sectors",
             seg(0, u32::MAX, 0),
             VIRTIO_BLK_T_DISCARD,
             Expect::IoError,
         ),
         discard(
+            a,
             "discard segment past the end of the disk",
             seg(capacity_sectors - 8, 16, 0),
             VIRTIO_BLK_T_DISCARD,
             Expect::IoError,
         ),
         discard(
+            a,
             "discard payload of 3 bytes",
             vec![1, 2, 3],
             VIRTIO_BLK_T_DISCARD,
             Expect::IoError,
         ),
         discard(
+            a,
             "one discard segment more than max_discard_seg",
             many_segs,
             VIRTIO_BLK_T_DISCARD,
             Expect::IoError,
         ),
         discard(
+            a,
             "write zeroes with 2 segments (max 1)",
             [seg(0, 8, 0), seg(64, 8, 0)].concat(),
             VIRTIO_BLK_T_WRITE_ZEROES,
             Expect::IoError,
         ),
         discard(
+            a,
             "write zeroes with reserved flag bits",
             seg(0, 8, 0x100),
             VIRTIO_BLK_T_WRITE_ZEROES,

@@ -122,7 +122,7 @@ pub(crate) struct Blocks {
     bucket_prev: Vec<u32>,
     /// Per die: bucket heads, indexed by valid count (0..=units_per_block).
     bucket_heads: Vec<Vec<u32>>,
-    /// Full blocks holding no valid data (reclaimable by an erase alone).
+    /// Full blocks holding no valid data (an erase alone frees them).
     empty_full: u64,
     /// Per die: erased blocks, oldest first (so wear rotates through all).
     free: Vec<VecDeque<u32>>,
@@ -777,7 +777,7 @@ impl Blocks {
         }
         if states(BlockState::Victim) != victims {
             return Err(format!(
-                "{} blocks marked victim, {victims} collections in progress",
+                "{} blocks marked victim, {victims} victims being collected",
                 states(BlockState::Victim)
             ));
         }

@@ -1,7 +1,7 @@
 //! Garbage collection and the free-block pool: victim selection (greedy
 //! buckets, cost-benefit scan), GC steps (foreground, incremental,
 //! background), erases in idle gaps. The blocks are the pool's
-//! (`blocks.rs`), the collections in progress `victims.rs`'s. See "Garbage
+//! (`blocks.rs`), the victims being collected `victims.rs`'s. See "Garbage
 //! collection" in `docs/model.md`.
 
 use super::slc::SlcCache;
@@ -63,7 +63,7 @@ impl Ssd {
         self.timelines.occupy_die(die, start + t_erase);
         self.slc.erase(b);
         self.reduction.erase(b);
-        self.raw.add(Count::Erases, 1);
+        self.tally.add(Count::Erases, 1);
         self.blocks.erased(die, b);
     }
 
@@ -145,7 +145,7 @@ impl Ssd {
         best.map(|(_, b)| b)
     }
 
-    /// Pick the die's next GC victim and make it the collection in
+    /// Pick the die's next GC victim and make it the victim in
     /// progress. False if there is none, or no room to copy its valid units.
     fn start_victim(&mut self, die: usize, t: u64, foreground: bool) -> bool {
         let Some(victim) = self.select_victim(die, t) else {
@@ -159,7 +159,7 @@ impl Ssd {
         true
     }
 
-    /// Make full block `victim` of `die` the collection in progress.
+    /// Make full block `victim` of `die` the victim being collected.
     pub(super) fn begin_victim(&mut self, die: usize, victim: u32, foreground: bool) {
         let need = self.blocks.valid(victim);
         self.blocks.make_victim(&self.geo, victim);
@@ -169,19 +169,19 @@ impl Ssd {
             self.reduction.block_slots(victim).max(need + 1) as f64
         };
         if foreground {
-            self.raw.add(Count::FgGcVictims, 1);
+            self.tally.add(Count::FgGcVictims, 1);
         } else {
-            self.raw.add(Count::BgGcVictims, 1);
+            self.tally.add(Count::BgGcVictims, 1);
         }
-        self.gc
+        self.victims
             .begin(die, victim, need as f64 / (upb - need as f64));
     }
 
     // --------------------------------------------------------------- steps
 
-    /// Reclaim one victim block on `die` completely, starting no earlier
+    /// Collect one victim block on `die` completely, starting no earlier
     /// than `t` (continuing the victim in progress, if any). False if there
-    /// is nothing to reclaim.
+    /// is nothing to collect.
     pub(super) fn gc_one(&mut self, die: usize, t: u64, foreground: bool) -> bool {
         self.gc_step(die, t, u64::MAX, foreground)
     }
@@ -190,7 +190,7 @@ impl Ssd {
     /// if none is in progress, copy the valid units of its next pages to the
     /// die's GC write point until about `budget` units are copied, and erase
     /// it once empty. Copies and the erase occupy the die and its channel
-    /// like host I/O. False if there is nothing to reclaim or no room to
+    /// like host I/O. False if there is nothing to collect or no room to
     /// copy into.
     ///
     /// Room: `start_victim` only starts a victim whose valid units fit in
@@ -201,16 +201,16 @@ impl Ssd {
     /// stay valid where they are), and GC on that die resumes once a block
     /// is free again: a pause, never a panic or a lost unit.
     fn gc_step(&mut self, die: usize, t: u64, budget: u64, foreground: bool) -> bool {
-        if !self.gc.busy(die) && !self.start_victim(die, t, foreground) {
+        if !self.victims.busy(die) && !self.start_victim(die, t, foreground) {
             return false;
         }
-        let Some((victim, first_page)) = self.gc.current(die) else {
+        let Some((victim, first_page)) = self.victims.current(die) else {
             return false;
         };
         // Pass 1: the valid units of the next pages, up to the budget (a
         // sequential scan of the reverse map).
         let upd = self.geo.units_per_dpage;
-        let (mut lpns, mut pages) = self.gc.take_scratch();
+        let (mut lpns, mut pages) = self.victims.take_scratch();
         let mut page = first_page;
         while page < self.geo.pages_per_block && (lpns.len() as u64) < budget {
             let mut slots = 0u64;
@@ -234,11 +234,11 @@ impl Ssd {
         self.map_update(t, &lpns);
         // Pass 2: read each page, then program its units at the GC write point.
         let mut next = 0;
-        let copies_before = self.raw.get(Count::GcCopies);
+        let copies_before = self.tally.get(Count::GcCopies);
         let mut stalled = false;
         let folding = self.slc.is_slc(victim);
         'pages: for &(n, plane_pages) in &pages {
-            self.raw.add(Count::NandPagesRead, plane_pages as u64);
+            self.tally.add(Count::NandPagesRead, plane_pages as u64);
             let ready = self.nand_read(die, t, n as u64 * self.geo.unit_bytes);
             for &lpn in &lpns[next..next + n] {
                 if !self.ensure_gc_block(die, ready) {
@@ -247,20 +247,20 @@ impl Ssd {
                 }
                 // ensure_gc_block just made sure the GC write point is open.
                 self.place_on(Stream::Gc, die, lpn, ready);
-                self.raw.add(Count::GcCopies, 1);
+                self.tally.add(Count::GcCopies, 1);
                 if folding {
-                    self.raw.add(Count::SlcUnitsFolded, 1);
+                    self.tally.add(Count::SlcUnitsFolded, 1);
                 }
             }
             next += n;
         }
-        let progress = !stalled || self.raw.get(Count::GcCopies) != copies_before;
-        self.gc.put_scratch(lpns, pages);
+        let progress = !stalled || self.tally.get(Count::GcCopies) != copies_before;
+        self.victims.put_scratch(lpns, pages);
         if self.blocks.valid(victim) == 0 {
-            // Every unit is copied (or was overwritten): reclaim the block.
+            // Every unit is copied (or was overwritten): erase the block.
             // After its last page this always holds, as a victim takes no
             // new data.
-            self.gc.finish(die);
+            self.victims.finish(die);
             let start = t.max(self.timelines.die_busy(die));
             self.erase_block(die, victim, start);
         } else if stalled || page >= self.geo.pages_per_block {
@@ -268,15 +268,15 @@ impl Ssd {
             // page, which cannot happen: resume with a scan from the start
             // of the block rather than erase valid data. Copied units are
             // no longer in it, so a rescan finds exactly the rest.
-            self.gc.resume_at(die, victim, 0);
+            self.victims.resume_at(die, victim, 0);
         } else {
-            self.gc.resume_at(die, victim, page);
+            self.victims.resume_at(die, victim, page);
         }
         progress
     }
 
     /// Incremental foreground GC, run after each host dpage programmed on a
-    /// die whose pool is low: copy about as many units as reclaiming space
+    /// die whose pool is low: copy about as many units as collecting space
     /// for that dpage costs with the current victim (u / (1 − u) per unit
     /// written), so GC keeps pace with host writes in small steps instead of
     /// stalling them for whole victims when the pool runs out.
@@ -285,10 +285,10 @@ impl Ssd {
         if self.blocks.free_len(die) > self.geo.fg_threshold as usize {
             return;
         }
-        if !self.gc.busy(die) && !self.start_victim(die, t, true) {
+        if !self.victims.busy(die) && !self.start_victim(die, t, true) {
             return;
         }
-        let budget = (self.geo.units_per_dpage as f64 * self.gc.ratio(die))
+        let budget = (self.geo.units_per_dpage as f64 * self.victims.ratio(die))
             .ceil()
             .max(1.0) as u64;
         self.gc_step(die, t, budget, true);
@@ -317,7 +317,7 @@ impl Ssd {
                     break;
                 }
                 self.blocks.take_empty(&self.geo, b);
-                self.raw.add(Count::BgGcVictims, 1);
+                self.tally.add(Count::BgGcVictims, 1);
                 self.erase_block(die, b, busy);
             }
         }
@@ -372,7 +372,7 @@ impl Ssd {
                 Stage::Gc => {
                     let target = self.geo.bg_target as usize;
                     // Blocks with no valid data left (after TRIM or
-                    // overwrites) cost only an erase: always reclaim those;
+                    // overwrites) cost only an erase: always collect those;
                     // copy-GC only up to the target.
                     let want = self.blocks.free_len(die) < target
                         || self.blocks.bucket_head(die, 0) != NONE;
@@ -405,7 +405,7 @@ impl Ssd {
     /// native blocks by GC (at the native program time) and the block
     /// erased. False if there is none to fold or no room.
     fn fold_step(&mut self, die: usize, t: u64) -> bool {
-        if !self.gc.busy(die) {
+        if !self.victims.busy(die) {
             let b0 = die as u32 * self.geo.blocks_per_die;
             let next = (b0..b0 + self.geo.blocks_per_die)
                 .find(|&b| self.slc.is_slc(b) && self.blocks.is(b, BlockState::Full));
@@ -462,19 +462,19 @@ mod tests {
             .find(|&d| ssd.select_victim(d, t).is_some())
             .expect("a die with a victim");
         assert!(ssd.start_victim(die, t, true));
-        let (victim, _) = ssd.gc.current(die).unwrap();
+        let (victim, _) = ssd.victims.current(die).unwrap();
         let valid = ssd.blocks.valid(victim);
         assert!(valid > 0);
         // No free block and no open GC block: the copies have nowhere to go
         // (what host_die's last resort can leave behind).
         let pool = std::mem::take(ssd.blocks.free_list_mut(die));
         assert!(!ssd.gc_one(die, t, true), "no progress is reported");
-        assert_eq!(ssd.gc.current(die), Some((victim, 0)), "victim kept");
+        assert_eq!(ssd.victims.current(die), Some((victim, 0)), "victim kept");
         assert_eq!(ssd.blocks.valid(victim), valid, "nothing moved or lost");
         // With a block back, the same victim is collected completely.
         *ssd.blocks.free_list_mut(die) = pool;
         assert!(ssd.gc_one(die, t, true));
-        assert_eq!(ssd.gc.current(die), None);
+        assert_eq!(ssd.victims.current(die), None);
         assert_eq!(ssd.blocks.valid(victim), 0);
         ssd.check_invariants().unwrap();
     }

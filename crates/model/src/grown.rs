@@ -53,7 +53,7 @@ impl Ssd {
 
     /// Block erases so far (cheap: a counter).
     pub fn erases(&self) -> u64 {
-        self.raw.get(super::types::Count::Erases)
+        self.tally.get(super::types::Count::Erases)
     }
 
     /// The spare left, percent of what the drive had without grown bad
@@ -175,10 +175,10 @@ impl Ssd {
                 _ => 0,
             };
             let need = u64::from(self.geo.fg_threshold) + 2 + moving;
-            if self.blocks.free_len(d) as u64 >= need && !self.gc.busy(d) {
+            if self.blocks.free_len(d) as u64 >= need && !self.victims.busy(d) {
                 break;
             }
-            if self.gc.busy(d) && self.gc.current(d).map(|(v, _)| v) == Some(b) {
+            if self.victims.busy(d) && self.victims.current(d).map(|(v, _)| v) == Some(b) {
                 break;
             }
             guard = guard.saturating_sub(1);
@@ -193,7 +193,7 @@ impl Ssd {
                     self.begin_victim(d, b, true);
                 }
                 // Copies every valid unit, then erases the block into the pool.
-                if !self.gc_one(d, now, true) || self.gc.busy(d) {
+                if !self.gc_one(d, now, true) || self.victims.busy(d) {
                     return Err(RetireError::Busy(b));
                 }
             }

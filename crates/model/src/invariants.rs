@@ -59,11 +59,11 @@ impl Ssd {
         let g = &self.geo;
         let nblocks = self.blocks.count();
         let mapped = self.mapping.mapped_units();
-        let in_progress = self.gc.in_progress();
+        let in_progress = self.victims.in_progress();
         let (free, open) = self
             .blocks
             .check(g, in_progress, |p| self.mapping.is_live(p))?;
-        self.gc.check(
+        self.victims.check(
             g.dies,
             nblocks,
             |b| self.blocks.is(b, BlockState::Victim),
@@ -90,7 +90,7 @@ impl Ssd {
         {
             return Err("free + open + full != total blocks".into());
         }
-        let r = &self.raw;
+        let r = &self.tally;
         let open_units: u64 = self.blocks.write_points().map(|wp| wp.slot() as u64).sum();
         let prog_units = r.get(Count::NandBytesProgrammed) / g.unit_bytes
             * g.reduction_factor as u64

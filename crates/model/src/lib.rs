@@ -23,7 +23,10 @@
 //!   `physical_sb`);
 //! - *write point*: where a write stream (host data or GC copies) of a die
 //!   places its next unit;
-//! - *victim*: a full block being garbage collected.
+//! - *victim*: a full block GC is collecting: *collecting* a victim is
+//!   copying its valid units to the GC write point and erasing it (the
+//!   only word for what GC does; hybrid mapping's equivalent is a log
+//!   block's *merge*).
 //!
 //! # Layout
 //!
@@ -32,12 +35,13 @@
 //! mapping tables (`mapping.rs`), the block pool and write points
 //! (`blocks.rs`), timelines (`timeline.rs`, over `channel.rs`), the write
 //! buffer and command tags (`buffer.rs`), GC's victims (`victims.rs`), data
-//! reduction (`reduction.rs`), the SLC cache (`slc.rs`), deferred release
-//! (`release.rs`) and hybrid mapping's state (`log_blocks.rs`), with the
+//! reduction (`reduction.rs`), the SLC cache (`slc.rs`), TRIM's deferred
+//! release (`deferred_release.rs`), the mapping cache (`map_cache.rs`) and
+//! hybrid mapping's state (`log_blocks.rs`), with the
 //! types they share in `types.rs`. What the drive does with them is in
 //! the modules that extend [`Ssd`]: the write path (`write.rs`,
 //! `write_point.rs`), reads (`read.rs`), GC (`gc.rs`), TRIM (`trim.rs`),
-//! hybrid mapping (`hybrid/`), invariants, queries, persistence and
+//! the map cache's traffic (`map_traffic.rs`), hybrid mapping (`hybrid/`), invariants, queries, persistence and
 //! preconditioning.
 
 use serde::{Deserialize, Serialize};
@@ -175,7 +179,7 @@ pub struct Counters {
     pub erases: u64,
     /// Mapping units copied by GC.
     pub gc_copies: u64,
-    /// Blocks reclaimed by GC.
+    /// Blocks GC collected (its victims).
     pub gc_victims: u64,
     /// Foreground GC victims (host writes waited).
     pub fg_gc_victims: u64,
@@ -289,6 +293,7 @@ pub use ssd::Ssd;
 mod blocks;
 mod buffer;
 mod channel;
+mod deferred_release;
 mod gc;
 mod geo;
 mod grown;
@@ -296,6 +301,7 @@ mod hybrid;
 mod invariants;
 mod log_blocks;
 mod map_cache;
+mod map_traffic;
 mod mapping;
 mod packed;
 pub mod payload;
@@ -304,7 +310,6 @@ mod precondition;
 mod query;
 mod read;
 mod reduction;
-mod release;
 mod slc;
 mod timeline;
 mod trim;

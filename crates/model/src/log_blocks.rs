@@ -1,6 +1,6 @@
 //! Hybrid mapping's state (see `hybrid/mod.rs` for what is done with it):
 //! which superblock is each logical block's data block, the log blocks
-//! and their reclaim order, and the free superblocks holding stale data.
+//! and their merge order, and the free superblocks holding stale data.
 //! Also the mapping scheme a drive runs, page or hybrid.
 
 use std::collections::VecDeque;
@@ -11,7 +11,7 @@ use super::mapping::Mapping;
 use super::types::{BlockState, Broken, NONE};
 
 /// How logical units are placed: page mapping (any unit anywhere, GC
-/// reclaims), or hybrid log-block mapping with its state.
+/// collects), or hybrid log-block mapping with its state.
 #[derive(Debug, Clone, Default)]
 pub(crate) enum MappingScheme {
     /// Page mapping.
@@ -162,7 +162,7 @@ pub(crate) struct Hybrid {
     data_count: u32,
     /// Log slots (None = unused).
     logs: Vec<Option<Log>>,
-    /// Log slots in use, oldest first (the reclaim order).
+    /// Log slots in use, oldest first (the merge order).
     order: VecDeque<u32>,
     /// Logical block -> the log slot that last took a write for it (NONE).
     log_of: Vec<u32>,
@@ -318,7 +318,7 @@ impl Hybrid {
         (self.order.len() as u32) < self.max_logs
     }
 
-    /// The log to reclaim first.
+    /// The log to merge first.
     #[inline]
     pub(crate) fn oldest_log(&self) -> Option<u32> {
         self.order.front().copied()
@@ -356,7 +356,7 @@ impl Hybrid {
     }
 
     /// A new log in superblock `physical_sb` for `logical_sb`, newest in
-    /// the reclaim order; returns its slot.
+    /// the merge order; returns its slot.
     pub(crate) fn open_log(&mut self, physical_sb: u32, logical_sb: u32, seq: bool) -> u32 {
         let log = Log {
             physical_sb,
@@ -450,7 +450,7 @@ impl Hybrid {
         self.dirty = dirty;
     }
 
-    /// Take a loaded log, next in the reclaim order (its logical blocks
+    /// Take a loaded log, next in the merge order (its logical blocks
     /// checked by the caller to lie in the drive).
     pub(crate) fn restore_log(&mut self, log: Log, random: bool) {
         let li = self.logs.len() as u32;
@@ -498,7 +498,7 @@ impl Hybrid {
             let Some(l) = l else { continue };
             in_order += 1;
             if !self.order.contains(&(li as u32)) {
-                return Err(format!("log {li} not in the reclaim order"));
+                return Err(format!("log {li} not in the merge order"));
             }
             if l.physical_sb >= bpd
                 || std::mem::replace(&mut owner[l.physical_sb as usize], u32::MAX - 1) != NONE
@@ -518,7 +518,7 @@ impl Hybrid {
             }
         }
         if in_order != self.order.len() {
-            return Err("reclaim order lists unused log slots".into());
+            return Err("merge order lists unused log slots".into());
         }
         for physical_sb in 0..bpd {
             let used = owner[physical_sb as usize] != NONE;

@@ -10,15 +10,14 @@
 //! it. On a fresh drive translation pages do not exist yet: the first
 //! access to one costs nothing to load.
 //!
-//! This state only decides *when* map traffic happens and what it costs
-//! (`ssd.rs` reserves the reads and programs on the dies); the forward map
-//! itself stays in `Mapping`. Replacement is CLOCK (second chance), the
+//! This state only decides *when* map traffic happens; what it costs on
+//! the dies (reads and programs reserved on their timelines) is the
+//! drive's, in `map_traffic.rs`. The forward map itself stays in `Mapping`. Replacement is CLOCK (second chance), the
 //! usual constant-time approximation of LRU.
 
 use super::geo::Geo;
+use super::mapping::Mapping;
 use super::packed::Bitmap;
-use super::ssd::Ssd;
-use super::types::Count;
 
 /// What one access to a translation page costs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -203,109 +202,20 @@ impl MapCache {
     }
 }
 
-// ------------------------------------------------------------ the traffic
-
-impl Ssd {
-    /// The mapping entries of units `first..=last` are needed at `t`
-    /// (`dirty`: they change). Every translation page of the range that is
-    /// not cached is brought in (a NAND read, after a dirty page makes room
-    /// by being written back); returns when all of them are in DRAM (`t`
-    /// when they were, or when the whole map is in DRAM).
-    pub(super) fn map_lookup(&mut self, t: u64, first: u64, last: u64, dirty: bool) -> u64 {
-        if !self.map_cache.enabled() {
-            return t;
-        }
-        let (a, b) = (self.map_cache.tpage(first), self.map_cache.tpage(last));
-        let mut ready = t;
-        for tp in a..=b {
-            ready = ready.max(self.map_touch(t, tp, dirty));
-        }
-        ready
-    }
-
-    /// The entries of `lpns` change at `t` (GC moved them): their
-    /// translation pages are brought in and marked changed. Consecutive
-    /// units of one page cost one look-up.
-    pub(super) fn map_update(&mut self, t: u64, lpns: &[u64]) {
-        if !self.map_cache.enabled() {
-            return;
-        }
-        let mut last = u32::MAX;
-        for &lpn in lpns {
-            let tp = self.map_cache.tpage(lpn);
-            if tp != last {
-                self.map_touch(t, tp, true);
-                last = tp;
+/// The translation pages (of `per` units each) that map at least one
+/// unit: the ones a drive has in NAND.
+pub(crate) fn mapped_tpages(mapping: &Mapping, per: u64) -> Vec<u32> {
+    let mut out: Vec<u32> = Vec::new();
+    let _ = mapping
+        .forward()
+        .try_for_each_nonzero(|lpn, _| -> Result<(), ()> {
+            let tp = (lpn as u64 / per) as u32;
+            if out.last() != Some(&tp) {
+                out.push(tp);
             }
-        }
-    }
-
-    /// A TRIM of units `first..end` at `t`: translation pages it covers
-    /// entirely are dropped (nothing to read: they map nothing now); the
-    /// ones it covers in part are brought in and changed.
-    pub(super) fn map_trim(&mut self, t: u64, first: u64, end: u64) {
-        if !self.map_cache.enabled() || first >= end {
-            return;
-        }
-        let per = self.map_cache.units_per_tpage();
-        let (a, b) = (self.map_cache.tpage(first), self.map_cache.tpage(end - 1));
-        for tp in a..=b {
-            let lo = tp as u64 * per;
-            let hi = (lo + per).min(self.geo.logical_units);
-            if first <= lo && end >= hi {
-                self.map_cache.forget(tp);
-            } else {
-                self.map_touch(t, tp, true);
-            }
-        }
-    }
-
-    /// The translation pages (of `per` units each) that map at least one
-    /// unit: the ones a drive has in NAND.
-    pub(super) fn mapped_tpages(&self, per: u64) -> Vec<u32> {
-        let mut out: Vec<u32> = Vec::new();
-        let _ = self
-            .mapping
-            .forward()
-            .try_for_each_nonzero(|lpn, _| -> Result<(), ()> {
-                let tp = (lpn as u64 / per) as u32;
-                if out.last() != Some(&tp) {
-                    out.push(tp);
-                }
-                Ok(())
-            });
-        out
-    }
-
-    /// One access to translation page `tp` at `t`; when it is in DRAM.
-    fn map_touch(&mut self, t: u64, tp: u32, dirty: bool) -> u64 {
-        let access = self.map_cache.access(tp, dirty);
-        if let Some(old) = access.write_back {
-            self.map_write_back(t, old);
-        }
-        if !access.read {
-            return t;
-        }
-        self.raw.add(Count::MapReads, 1);
-        self.raw.add(Count::NandPagesRead, 1);
-        let die = tp as usize % self.geo.dies as usize;
-        self.nand_read(die, t, self.geo.map_page_bytes)
-    }
-
-    /// Write translation page `tp` back to NAND from `t` on: one page
-    /// programmed on its die (translation pages are spread over the dies
-    /// by number). Their blocks are not modelled: the pages take die and
-    /// channel time and count as NAND bytes programmed, not space.
-    fn map_write_back(&mut self, t: u64, tp: u32) {
-        let die = tp as usize % self.geo.dies as usize;
-        let bytes = self.geo.map_page_bytes;
-        let dur = self.geo.chan_ns(bytes);
-        let xe = self.timelines.program_transfer(&self.geo, die, t, dur);
-        self.timelines.occupy_die(die, xe + self.geo.t_prog);
-        self.raw.add(Count::MapWrites, 1);
-        self.raw.add(Count::NandPagesProgrammed, 1);
-        self.raw.add(Count::NandBytesProgrammed, bytes);
-    }
+            Ok(())
+        });
+    out
 }
 
 #[cfg(test)]

@@ -196,7 +196,7 @@ fn run(p: &Profile, ops: &[Step]) -> Result<(), TestCaseError> {
         c.free_blocks + (c.total_blocks - c.free_blocks),
         c.total_blocks
     );
-    let in_progress = ssd.gc.in_progress() as u64;
+    let in_progress = ssd.victims.in_progress() as u64;
     if !ssd.scheme.is_hybrid() {
         prop_assert_eq!(c.gc_victims, c.erases + in_progress);
     }

@@ -10,8 +10,8 @@ impl Ssd {
     /// A host read of `len` bytes at `offset`, submitted at `t`: when its
     /// last byte has crossed the host link.
     pub(super) fn read(&mut self, t: u64, offset: u64, len: u64) -> u64 {
-        self.raw.add(Count::HostReadCmds, 1);
-        self.raw.add(Count::HostReadBytes, len);
+        self.tally.add(Count::HostReadCmds, 1);
+        self.tally.add(Count::HostReadBytes, len);
         if len == 0 {
             return t;
         }
@@ -73,7 +73,7 @@ impl Ssd {
         }
         let block = self.geo.block_of_ppn(ppn);
         let die = self.geo.die_of_block(block) as usize;
-        self.raw
+        self.tally
             .add(Count::NandPagesRead, slots.count_ones() as u64);
         let bytes = n * self.geo.unit_bytes;
         if self.geo.plane_reads && slots.count_ones() == 1 {

@@ -8,16 +8,16 @@
 use super::Durability;
 use super::blocks::Blocks;
 use super::buffer::WriteBuffer;
+use super::deferred_release::DeferredRelease;
 use super::geo::Geo;
 use super::log_blocks::MappingScheme;
 use super::map_cache::MapCache;
 use super::mapping::Mapping;
 use super::reduction::Reduction;
-use super::release::DeferredRelease;
 use super::slc::SlcCache;
 use super::timeline::Timelines;
-use super::types::{Broken, Count, Raw, Stream};
-use super::victims::Collections;
+use super::types::{Broken, Count, Stream, Tally};
+use super::victims::Victims;
 use super::{Completion, Counters, ModelError, Op, Payload, Request};
 use vssd_profile::Profile;
 
@@ -37,19 +37,20 @@ pub struct Ssd {
     /// Write buffer and command tags (`buffer.rs`).
     pub(super) buffer: WriteBuffer,
     /// GC victims in progress and scratch (`victims.rs`).
-    pub(super) gc: Collections,
+    pub(super) victims: Victims,
     /// Data reduction's compressed sizes (`reduction.rs`).
     pub(super) reduction: Reduction,
     /// SLC cache's blocks (`slc.rs`).
     pub(super) slc: SlcCache,
-    /// Trimmed units not released yet (`release.rs`).
+    /// Trimmed units not released yet (`deferred_release.rs`).
     pub(super) release: DeferredRelease,
     /// Page or hybrid mapping, with hybrid's state (`log_blocks.rs`).
     pub(super) scheme: MappingScheme,
     /// The translation pages cached in DRAM, where only part of the map
     /// fits (`map_cache.rs`).
     pub(super) map_cache: MapCache,
-    pub(super) raw: Raw,
+    /// What the model has counted (`types.rs`).
+    pub(super) tally: Tally,
     pub(super) seed: u64,
     /// Host units placed so far (each host write places one per mapping
     /// unit it covers), for [`Ssd::durability`]. Not saved.
@@ -73,13 +74,13 @@ impl Ssd {
             blocks: Blocks::new(&geo),
             timelines: Timelines::new(&geo),
             buffer: WriteBuffer::default(),
-            gc: Collections::new(geo.dies),
+            victims: Victims::new(geo.dies),
             reduction: Reduction::new(&geo),
             slc: SlcCache::new(&geo),
             release: DeferredRelease::new(&geo),
             scheme: MappingScheme::new(&geo),
             map_cache: MapCache::new(&geo),
-            raw: Raw::default(),
+            tally: Tally::default(),
             seed,
             host_units_placed: 0,
             look_ahead: None,
@@ -116,7 +117,7 @@ impl Ssd {
 
     /// Counters, with derived figures (write amplification, wear) computed now.
     pub fn counters(&self) -> Counters {
-        let r = &self.raw;
+        let r = &self.tally;
         let in_service = self.blocks.count() - self.retired_blocks();
         let n = in_service.max(1);
         let (mn, mx, sum) = self.blocks.wear();
@@ -308,7 +309,7 @@ impl Ssd {
         }
         let target = (self.geo.rated_pe as f64 * percent / 100.0).ceil();
         let added = self.blocks.age_to(target.min(u32::MAX as f64) as u32);
-        self.raw.add(Count::Erases, added);
+        self.tally.add(Count::Erases, added);
         added
     }
 
@@ -354,7 +355,7 @@ impl Ssd {
     /// Back to a fresh drive, as an ATA Secure Erase (HDDErase) does: all
     /// blocks erased, mapping cleared. Erase counts and cumulative counters stay.
     pub fn secure_erase(&mut self) {
-        self.raw
+        self.tally
             .add(Count::Erases, self.blocks.count_secure_erase());
         let mut fresh = Ssd::new(&self.profile, self.seed);
         fresh
@@ -369,7 +370,7 @@ impl Ssd {
                 fresh.blocks.set_state(b, super::types::BlockState::Retired);
             }
         }
-        fresh.raw = std::mem::take(&mut self.raw);
+        fresh.tally = std::mem::take(&mut self.tally);
         fresh.timelines = Timelines::idle_from(&fresh.geo, self.timelines.now());
         *self = fresh;
     }

@@ -1,6 +1,6 @@
 //! TRIM: units unmapped at once, or (deferred release, `trim.deferred_release`)
 //! cleared from the logical map at once and released later as the host
-//! writes (`release.rs` keeps what is pending); the controller time a TRIM
+//! writes (`deferred_release.rs` keeps what is pending); the controller time a TRIM
 //! costs; trimmed data dropped from the write buffer. See "TRIM and WRITE
 //! ZEROES" in `docs/model.md`.
 
@@ -11,8 +11,8 @@ use super::types::{Broken, Count, NONE, Stream};
 impl Ssd {
     /// A TRIM of `offset..offset + len` submitted at `t`: when it completes.
     pub(super) fn trim(&mut self, t: u64, offset: u64, len: u64) -> Result<u64, Broken> {
-        self.raw.add(Count::HostTrimCmds, 1);
-        self.raw.add(Count::HostTrimmedBytes, len);
+        self.tally.add(Count::HostTrimCmds, 1);
+        self.tally.add(Count::HostTrimmedBytes, len);
         let ub = self.geo.unit_bytes;
         // Only whole mapping units are deallocated; partial units keep their data.
         let first = offset.div_ceil(ub);
@@ -96,7 +96,7 @@ impl Ssd {
         let live =
             (0..wp.slot()).any(|k| self.mapping.is_live(self.geo.ppn(wp.block(), wp.page(), k)));
         if !live {
-            self.raw.add(Count::TrimDroppedUnits, wp.slot() as u64);
+            self.tally.add(Count::TrimDroppedUnits, wp.slot() as u64);
             self.blocks.drop_open_dpage(Stream::Host, die);
         }
     }

@@ -1,6 +1,6 @@
 //! Small types every part of the model shares: the "no block" marker,
-//! block states, write streams, the raw counters and the internal-error
-//! value. They live here, below every mechanism, so that no mechanism
+//! block states, write streams, the tally of counted events and the
+//! internal-error value. They live here, below every mechanism, so that no mechanism
 //! needs the drive ([`crate::Ssd`]) to name them.
 
 /// "None" in the per-block and per-die tables of block ids.
@@ -45,7 +45,7 @@ pub(crate) enum Stream {
     Gc = 1,
 }
 
-/// The model's raw counters, in the order the state file keeps them.
+/// What the model counts, in the order the state file keeps the counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(usize)]
 pub(crate) enum Count {
@@ -80,13 +80,13 @@ pub(crate) enum Count {
 /// How many [`Count`]s there are.
 pub(crate) const COUNTS: usize = 26;
 
-/// Raw counters kept by the model; [`crate::Counters`] adds the derived figures.
+/// Tally counters kept by the model; [`crate::Counters`] adds the derived figures.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Raw {
+pub(crate) struct Tally {
     counts: [u64; COUNTS],
 }
 
-impl Raw {
+impl Tally {
     /// Count `n` more of `c`.
     #[inline(always)]
     pub(crate) fn add(&mut self, c: Count, n: u64) {
@@ -105,8 +105,8 @@ impl Raw {
     }
 
     /// Counters from every count, in [`Count`] order.
-    pub(crate) fn from_all(counts: [u64; COUNTS]) -> Raw {
-        Raw { counts }
+    pub(crate) fn from_all(counts: [u64; COUNTS]) -> Tally {
+        Tally { counts }
     }
 }
 

@@ -1,10 +1,10 @@
-//! Garbage collection's state: per die, the victim being collected (and
-//! its next page) with its valid / invalid ratio when picked, and the
-//! scratch space every victim reuses. What GC does is `gc.rs`'s.
+//! GC's victims: per die, the victim being collected (and its next page)
+//! with its valid / invalid ratio when picked, and the scratch space every
+//! victim reuses. What GC does is `gc.rs`'s.
 
-/// The collections in progress.
+/// The victims being collected.
 #[derive(Debug, Clone)]
-pub(crate) struct Collections {
+pub(crate) struct Victims {
     /// Per die: the GC victim being collected and its next page.
     current: Vec<Option<(u32, u32)>>,
     /// Per die: valid / invalid units of the current victim when picked.
@@ -15,10 +15,10 @@ pub(crate) struct Collections {
     pages: Vec<(usize, u32)>,
 }
 
-impl Collections {
-    /// No collection in progress on any of `dies` dies.
-    pub(crate) fn new(dies: u32) -> Collections {
-        Collections {
+impl Victims {
+    /// No victim being collected on any of `dies` dies.
+    pub(crate) fn new(dies: u32) -> Victims {
+        Victims {
             current: vec![None; dies as usize],
             ratio: vec![0.0; dies as usize],
             lpns: Vec::new(),
@@ -32,7 +32,7 @@ impl Collections {
         self.current[die]
     }
 
-    /// Whether `die` has a collection in progress.
+    /// Whether `die` has a victim being collected.
     #[inline(always)]
     pub(crate) fn busy(&self, die: usize) -> bool {
         self.current[die].is_some()
@@ -46,13 +46,13 @@ impl Collections {
         self.current[die] = Some((victim, 0));
     }
 
-    /// The collection on `die` goes on at `page` of `victim`.
+    /// Collecting `victim` on `die` goes on at `page`.
     #[inline]
     pub(crate) fn resume_at(&mut self, die: usize, victim: u32, page: u32) {
         self.current[die] = Some((victim, page));
     }
 
-    /// The collection on `die` is over.
+    /// The victim on `die` is collected.
     #[inline]
     pub(crate) fn finish(&mut self, die: usize) {
         self.current[die] = None;
@@ -65,7 +65,7 @@ impl Collections {
     }
 
     /// The scratch lists, emptied (give them back with
-    /// [`Collections::put_scratch`]).
+    /// [`Victims::put_scratch`]).
     #[inline]
     pub(crate) fn take_scratch(&mut self) -> (Vec<u64>, Vec<(usize, u32)>) {
         let mut lpns = std::mem::take(&mut self.lpns);
@@ -82,7 +82,7 @@ impl Collections {
         self.pages = pages;
     }
 
-    /// Collections in progress.
+    /// Victims being collected.
     pub(crate) fn in_progress(&self) -> usize {
         self.current.iter().flatten().count()
     }
@@ -104,7 +104,7 @@ impl Collections {
                 && (b as usize >= nblocks || !is_victim(b) || die_of(b) as usize != d)
             {
                 return Err(format!(
-                    "die {d}: collection in progress on block {b} that is not its victim"
+                    "die {d}: collecting block {b}, which is not its victim"
                 ));
             }
         }

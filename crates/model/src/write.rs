@@ -36,14 +36,14 @@ impl Ssd {
         len: u64,
         payload: Payload,
     ) -> Result<u64, Broken> {
-        self.raw.add(Count::HostWriteCmds, 1);
-        self.raw.add(Count::HostWrittenBytes, len);
+        self.tally.add(Count::HostWriteCmds, 1);
+        self.tally.add(Count::HostWrittenBytes, len);
         if len == 0 {
             return Ok(t);
         }
         if self.reduction.enabled() {
             let size = self.reduction.start_write(&self.geo, payload);
-            self.raw
+            self.tally
                 .add(Count::HostReducedBytes, len * size as u64 / 256);
         }
         if let MappingScheme::Hybrid(mut hybrid) = std::mem::take(&mut self.scheme) {
@@ -71,7 +71,7 @@ impl Ssd {
                 || (lpn == last && !(offset + len).is_multiple_of(ub));
             if partial && self.mapping.is_mapped(lpn) && !self.release.is_pending(lpn) {
                 // Sub-unit write: read the rest of the unit first.
-                self.raw.add(Count::RmwReads, 1);
+                self.tally.add(Count::RmwReads, 1);
                 let (r, _) = self.read_group(ready, lpn, lpn);
                 ready = ready.max(r);
             }
@@ -103,7 +103,7 @@ impl Ssd {
             .wp(Stream::Host, self.blocks.cursor() as usize)
             .slot() as u64;
         let (admit, stall) = self.buffer.admit(t, need, open, cap);
-        self.raw.add(Count::BufferStallNs, stall);
+        self.tally.add(Count::BufferStallNs, stall);
         admit
     }
 
@@ -166,7 +166,7 @@ impl Ssd {
             }
             self.blocks.next_host_die(self.geo.dies);
         }
-        // Not a single erased block on any die, and GC could reclaim none:
+        // Not a single erased block on any die, and GC could collect none:
         // exported data exceeds the NAND, which validation rules out. Report
         // it instead of panicking while other queues share the model.
         Err(Broken("no free block on any die for host data"))
@@ -175,7 +175,7 @@ impl Ssd {
     /// A FLUSH at `t`: the open dpages are programmed (padded); when they
     /// and everything in the write buffer are in NAND.
     pub(super) fn flush(&mut self, t: u64) -> u64 {
-        self.raw.add(Count::HostFlushCmds, 1);
+        self.tally.add(Count::HostFlushCmds, 1);
         let mut done = t;
         let cursor = self.blocks.cursor() as usize;
         if let Some(p) = self.program_partial(Stream::Host, cursor, t) {

@@ -107,7 +107,7 @@ impl Ssd {
             self.release.set_pending(lpn);
         }
         if stream == Stream::Host && self.slc.is_slc(wp.block()) {
-            self.raw.add(Count::SlcUnitsWritten, 1);
+            self.tally.add(Count::SlcUnitsWritten, 1);
         }
         // Data reduction: the dpage is full when its compressed data fills
         // the NAND page (a page holds up to `reduction_factor` times its units).
@@ -157,9 +157,9 @@ impl Ssd {
             .program_transfer(&self.geo, die, wp.ready_ns(), dur);
         let done = xe + self.prog_time(wp.block());
         self.timelines.occupy_die(die, done);
-        self.raw
+        self.tally
             .add(Count::NandPagesProgrammed, self.geo.planes as u64);
-        self.raw
+        self.tally
             .add(Count::NandBytesProgrammed, self.geo.dpage_bytes);
         self.blocks.set_last_write(wp.block(), done);
         if stream == Stream::Host && self.geo.buffer_units > 0 {

@@ -60,6 +60,22 @@ fn int_range(
     }
 }
 
+/// `Ok` if `ok`, else the error that names the field, its value and what
+/// is allowed.
+fn require(
+    origin: &str,
+    ok: bool,
+    field: &str,
+    value: String,
+    allowed: &str,
+) -> Result<(), ProfileError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid(origin, field, value, allowed))
+    }
+}
+
 /// Link and channel bandwidth: 1 MB/s (a 2000s USB stick) to 100 GB/s
 /// (beyond PCIe 5.0 x16).
 const BANDWIDTH_MB_S: (f64, f64) = (1.0, 100_000.0);
@@ -70,24 +86,23 @@ const SPARE_BLOCKS: u32 = 4;
 
 impl Profile {
     /// Check every field against its allowed range; the error names the
-    /// field, its value and the range.
+    /// field, its value and the range. Sections are checked in dependency
+    /// order: a field checked against another comes after it.
     pub fn validate(&self, origin: &str) -> Result<(), ProfileError> {
-        let g = &self.geometry;
-        let chk = |ok: bool, field: &str, value: String, allowed: &str| {
-            if ok {
-                Ok(())
-            } else {
-                Err(invalid(origin, field, value, allowed))
-            }
-        };
-        chk(
-            !self.name.is_empty(),
-            "name",
-            "\"\"".into(),
-            "must not be empty",
-        )?;
+        if self.name.is_empty() {
+            return Err(invalid(origin, "name", "\"\"", "must not be empty"));
+        }
+        self.validate_host(origin)?;
+        self.validate_geometry(origin)?;
+        self.validate_gc(origin)?;
+        self.validate_capacity(origin)?;
+        self.validate_nand(origin)?;
+        self.validate_buffer(origin)?;
+        self.validate_period(origin)
+    }
 
-        // Host.
+    /// The host interface: link, queue depth, command costs.
+    fn validate_host(&self, origin: &str) -> Result<(), ProfileError> {
         let h = &self.host;
         FloatRange {
             lo: BANDWIDTH_MB_S.0,
@@ -134,8 +149,13 @@ impl Profile {
             1 << 30,
             "bytes (1 GiB)",
         )?;
+        Ok(())
+    }
 
-        // Geometry, each field on its own, then against each other.
+    /// The geometry, each field on its own, then page size, mapping unit
+    /// and raw capacity against each other.
+    fn validate_geometry(&self, origin: &str) -> Result<(), ProfileError> {
+        let g = &self.geometry;
         int_range(origin, "geometry.channels", g.channels as u64, 1, 64, "")?;
         int_range(
             origin,
@@ -170,14 +190,16 @@ impl Profile {
             "",
         )?;
         let ps = g.page_size.0;
-        chk(
+        require(
+            origin,
             ps.is_power_of_two() && (512..=65536).contains(&ps),
             "geometry.page_size",
             format_size(ps),
             "a power of two from 512B to 64KiB",
         )?;
         let mu = g.mapping_unit.0;
-        chk(
+        require(
+            origin,
             mu.is_power_of_two() && mu >= 512 && mu <= ps,
             "geometry.mapping_unit",
             format_size(mu),
@@ -187,14 +209,20 @@ impl Profile {
             ),
         )?;
         let raw = self.raw_capacity();
-        chk(
+        require(
+            origin,
             (raw / mu) < (1u64 << 32) - 1,
             "geometry.blocks_per_plane",
             g.blocks_per_plane.to_string(),
             "raw capacity must be at most 2^32 - 2 mapping units",
         )?;
+        Ok(())
+    }
 
-        // GC, before the capacity check that depends on it.
+    /// GC thresholds and idle time (before the capacity check that depends
+    /// on them).
+    fn validate_gc(&self, origin: &str) -> Result<(), ProfileError> {
+        let g = &self.geometry;
         let gc = &self.gc;
         int_range(
             origin,
@@ -217,7 +245,8 @@ impl Profile {
             ("gc.fg_threshold_blocks", gc.fg_threshold_blocks),
             ("gc.bg_target_blocks", gc.bg_target_blocks),
         ] {
-            chk(
+            require(
+                origin,
                 v <= most,
                 field,
                 v.to_string(),
@@ -233,15 +262,25 @@ impl Profile {
             zero: Some("no background GC"),
         }
         .check(origin, "gc.bg_idle_ms", gc.bg_idle_ms)?;
+        Ok(())
+    }
 
+    /// The exported capacity: a whole number of mapping units that leaves
+    /// room for GC after retired blocks.
+    fn validate_capacity(&self, origin: &str) -> Result<(), ProfileError> {
+        let g = &self.geometry;
+        let gc = &self.gc;
+        let mu = g.mapping_unit.0;
         let exp = g.exported_capacity.0;
-        chk(
+        require(
+            origin,
             exp > 0 && exp.is_multiple_of(mu),
             "geometry.exported_capacity",
             exp.to_string(),
             &format!("a positive multiple of the mapping unit ({mu} bytes)"),
         )?;
-        chk(
+        require(
+            origin,
             exp / mu < (1u64 << 32) - 1,
             "geometry.exported_capacity",
             format_size(exp),
@@ -252,7 +291,8 @@ impl Profile {
         // Retired blocks are spread over the dies; the die that lost the
         // most sets the room every die has (data is striped over all).
         let retired_most = (g.retired_blocks as u64).div_ceil(dies);
-        chk(
+        require(
+            origin,
             retired_most < g.blocks_per_plane as u64,
             "geometry.retired_blocks",
             g.retired_blocks.to_string(),
@@ -263,7 +303,8 @@ impl Profile {
         )?;
         let room = dies * (g.blocks_per_plane as u64 - retired_most) * block_bytes;
         let reserve = dies * (gc.fg_threshold_blocks as u64 + 2) * block_bytes;
-        chk(
+        require(
+            origin,
             exp + reserve <= room,
             "geometry.exported_capacity",
             format_size(exp),
@@ -273,7 +314,11 @@ impl Profile {
                 format_size(reserve)
             ),
         )?;
+        Ok(())
+    }
 
+    /// NAND timings and channel bandwidth.
+    fn validate_nand(&self, origin: &str) -> Result<(), ProfileError> {
         // NAND: 0 is "no modelled time" (the `instant` preset); otherwise
         // from 1 µs (faster than any NAND) to well beyond the slowest QLC.
         let n = &self.nand;
@@ -297,10 +342,17 @@ impl Profile {
             zero: Some("instantaneous transfers"),
         }
         .check(origin, "nand.channel_mb_s", n.channel_mb_s)?;
+        Ok(())
+    }
 
+    /// The write buffer: none, or at least two multi-plane pages per die.
+    fn validate_buffer(&self, origin: &str) -> Result<(), ProfileError> {
+        let g = &self.geometry;
+        let ps = g.page_size.0;
         let b = self.buffer.size.0;
         let min_buf = 2 * self.dies() as u64 * g.planes_per_die as u64 * ps;
-        chk(
+        require(
+            origin,
             b == 0 || (b >= min_buf && b <= (64u64 << 30)),
             "buffer.size",
             format_size(b),
@@ -309,7 +361,7 @@ impl Profile {
                 format_size(min_buf)
             ),
         )?;
-        self.validate_period(origin)
+        Ok(())
     }
 
     /// The period sections: their own ranges, then against the geometry.
@@ -318,20 +370,14 @@ impl Profile {
         super::identity::validate(self, origin)?;
         self.validate_fit(origin)?;
         let g = &self.geometry;
-        let chk = |ok: bool, field: &str, value: String, allowed: &str| {
-            if ok {
-                Ok(())
-            } else {
-                Err(invalid(origin, field, value, allowed))
-            }
-        };
         let block_bytes = self.block_bytes();
         if self.mapping.policy == MappingPolicy::Hybrid {
             // A logical block is one block on every die (a superblock); the
             // pool needs the data blocks, one log block and one spare for merges.
             let sb = self.dies() as u64 * block_bytes;
             let lsbs = g.exported_capacity.0.div_ceil(sb);
-            chk(
+            require(
+                origin,
                 lsbs + 2 <= g.blocks_per_plane as u64,
                 "geometry.exported_capacity",
                 format_size(g.exported_capacity.0),
@@ -341,19 +387,22 @@ impl Profile {
                     format_size(sb)
                 ),
             )?;
-            chk(
+            require(
+                origin,
                 !self.reduction.enabled && self.slc_cache.mode == SlcMode::Off,
                 "mapping.policy",
                 "\"hybrid\"".into(),
                 "hybrid mapping does not combine with data reduction or an SLC cache",
             )?;
-            chk(
+            require(
+                origin,
                 g.retired_blocks == 0,
                 "geometry.retired_blocks",
                 g.retired_blocks.to_string(),
                 "0 with hybrid mapping (superblocks span every die)",
             )?;
-            chk(
+            require(
+                origin,
                 !self.nand.independent_plane_reads,
                 "nand.independent_plane_reads",
                 "true".into(),
@@ -362,13 +411,15 @@ impl Profile {
         }
         if self.reduction.enabled {
             let units = self.raw_capacity() / g.mapping_unit.0 * self.reduction.max_ratio as u64;
-            chk(
+            require(
+                origin,
                 units < (1u64 << 32) - 1,
                 "reduction.max_ratio",
                 self.reduction.max_ratio.to_string(),
                 "raw capacity times max_ratio must be at most 2^32 - 2 mapping units",
             )?;
-            chk(
+            require(
+                origin,
                 self.slc_cache.mode == SlcMode::Off,
                 "reduction.enabled",
                 "true".into(),
@@ -378,7 +429,8 @@ impl Profile {
         let s = &self.slc_cache;
         if s.mode != SlcMode::Off {
             let bits = s.bits_per_cell as u64;
-            chk(
+            require(
+                origin,
                 g.pages_per_block as u64 >= bits && (g.pages_per_block as u64).is_multiple_of(bits),
                 "slc_cache.bits_per_cell",
                 bits.to_string(),
@@ -393,7 +445,8 @@ impl Profile {
                 .in_service_capacity()
                 .saturating_sub(g.exported_capacity.0);
             let most = spare / 2 / bits;
-            chk(
+            require(
+                origin,
                 s.mode == SlcMode::Dynamic || s.size.0 <= most,
                 "slc_cache.size",
                 format_size(s.size.0),
@@ -402,7 +455,8 @@ impl Profile {
                     format_size(most)
                 ),
             )?;
-            chk(
+            require(
+                origin,
                 s.size.0 <= self.raw_capacity() / bits,
                 "slc_cache.size",
                 format_size(s.size.0),

@@ -10,6 +10,8 @@
 //! - [`blktrace`]: blktrace's binary per-CPU files, as fio's `read_iolog`
 //!   takes them.
 //!
+//! - [`command`]: `vssd trace info|convert`, the command line over them.
+//!
 //! Every format reads into the same [`Trace`]: a list of [`Io`]s in
 //! arrival order with the names of the files (devices) they went to.
 //! Readers never trust a count or a length in the input: memory grows with
@@ -22,6 +24,7 @@ pub const MAX_TIME_NS: u64 = u64::MAX / 2;
 
 pub mod blkparse;
 pub mod blktrace;
+pub mod command;
 pub mod iolog;
 pub mod vssd;
 

@@ -16,6 +16,7 @@
 //! nor answer block status from the FTL.
 
 pub mod budget;
+pub mod command;
 pub mod conn;
 pub mod handshake;
 pub mod proto;

@@ -1,4 +1,5 @@
-//! virtio-blk feature bits and configuration space, mapped from the
+//! virtio-blk feature bits (the list is `vssd_common::virtio`'s, shared
+//! with the load generator) and configuration space, mapped from the
 //! device's [`Topology`]. The config space is `virtio-bindings`'
 //! `virtio_blk_config` made byte-addressable through `ByteValued`, so no
 //! offset is counted by hand.
@@ -6,16 +7,11 @@
 use std::mem::offset_of;
 
 use vhost::vhost_user::message::VhostUserVirtioFeatures;
-use virtio_bindings::virtio_blk::{
-    VIRTIO_BLK_F_BLK_SIZE, VIRTIO_BLK_F_CONFIG_WCE, VIRTIO_BLK_F_DISCARD, VIRTIO_BLK_F_FLUSH,
-    VIRTIO_BLK_F_MQ, VIRTIO_BLK_F_SEG_MAX, VIRTIO_BLK_F_SIZE_MAX, VIRTIO_BLK_F_TOPOLOGY,
-    VIRTIO_BLK_F_WRITE_ZEROES, virtio_blk_config,
-};
-use virtio_bindings::virtio_config::VIRTIO_F_VERSION_1;
-use virtio_bindings::virtio_ring::{VIRTIO_RING_F_EVENT_IDX, VIRTIO_RING_F_INDIRECT_DESC};
+use virtio_bindings::virtio_blk::virtio_blk_config;
 use vm_memory::ByteValued;
 
 use super::request::Limits;
+use vssd_common::virtio::{OFFERED_FEATURES, feature_bits};
 use vssd_device::{SECTOR, Topology};
 
 /// Largest segment the guest may put in one descriptor.
@@ -36,29 +32,6 @@ pub struct ConfigSpace(pub virtio_blk_config);
 // integers and arrays of integers, so it has no padding and every bit
 // pattern is a valid value.
 unsafe impl ByteValued for ConfigSpace {}
-
-/// The virtio features the device offers (besides vhost-user's
-/// `PROTOCOL_FEATURES`), as bit numbers; the load generator asks for the
-/// same list.
-pub const OFFERED_FEATURES: [u32; 12] = [
-    VIRTIO_F_VERSION_1,
-    VIRTIO_RING_F_EVENT_IDX,
-    VIRTIO_RING_F_INDIRECT_DESC,
-    VIRTIO_BLK_F_SIZE_MAX,
-    VIRTIO_BLK_F_SEG_MAX,
-    VIRTIO_BLK_F_BLK_SIZE,
-    VIRTIO_BLK_F_TOPOLOGY,
-    VIRTIO_BLK_F_FLUSH,
-    VIRTIO_BLK_F_CONFIG_WCE,
-    VIRTIO_BLK_F_MQ,
-    VIRTIO_BLK_F_DISCARD,
-    VIRTIO_BLK_F_WRITE_ZEROES,
-];
-
-/// The feature mask of a list of bit numbers.
-pub fn feature_bits(bits: &[u32]) -> u64 {
-    bits.iter().fold(0u64, |acc, bit| acc | (1u64 << bit))
-}
 
 /// Features, config space and request limits of one drive.
 #[derive(Debug, Clone)]
@@ -158,6 +131,9 @@ mod tests {
         assert_eq!(BlkConfig::read(&c.space, 0, 57).len(), 57);
         assert_eq!(BlkConfig::read(&c.space, 60, 100).len(), 100);
         assert_eq!(BlkConfig::read(&c.space, 1000, 4), vec![0; 4]);
-        assert_ne!(c.features & (1 << VIRTIO_BLK_F_DISCARD), 0);
+        assert_ne!(
+            c.features & (1 << virtio_bindings::virtio_blk::VIRTIO_BLK_F_DISCARD),
+            0
+        );
     }
 }

@@ -148,7 +148,7 @@ impl Ssd {
                     read_ns = (src_units, self.geo.chan_ns(src_units * self.geo.unit_bytes));
                 }
                 self.merge_copy_within_die(dst_block, src_die, t, src_units, read_ns.1);
-                self.raw.add(Count::MergeCopies, n as u64);
+                self.tally.add(Count::MergeCopies, n as u64);
             } else if n == 0 && self.geo.whole_block_merges && (dstart as u64 + base) < logical {
                 // Nothing written here, but the controller has no per-page
                 // valid map: it reads the page where the logical block
@@ -159,14 +159,14 @@ impl Ssd {
                     read_ns = (units, self.geo.chan_ns(units * self.geo.unit_bytes));
                 }
                 self.merge_copy_within_die(dst_block, die as usize, t, units, read_ns.1);
-                self.raw.add(Count::MergeCopies, units);
+                self.tally.add(Count::MergeCopies, units);
             } else {
                 if src_units > 0 {
                     ready = ready.max(self.merge_read(src_die, t, src_units));
                 }
                 if n > 0 {
                     self.hybrid_program_dpage(dst_block, die as usize, ready, 0);
-                    self.raw.add(Count::MergeCopies, n as u64);
+                    self.tally.add(Count::MergeCopies, n as u64);
                 }
             }
             off = end;
@@ -214,7 +214,7 @@ impl Ssd {
         } else {
             units.div_ceil(self.geo.units_per_page as u64)
         };
-        self.raw
+        self.tally
             .add(Count::NandPagesRead, pages.min(self.geo.planes as u64));
         self.nand_read(die, t, units * self.geo.unit_bytes)
     }
@@ -275,7 +275,7 @@ impl Ssd {
         } else {
             units.div_ceil(self.geo.units_per_page as u64)
         };
-        self.raw
+        self.tally
             .add(Count::NandPagesRead, pages.min(self.geo.planes as u64));
         let sensed = t.max(self.timelines.die_busy(die)) + self.geo.t_read;
         debug_assert_eq!(d_read, self.geo.chan_ns(units * self.geo.unit_bytes));
@@ -299,9 +299,9 @@ impl Ssd {
         };
         let done = xe + t_prog;
         self.timelines.occupy_die(die, done);
-        self.raw
+        self.tally
             .add(Count::NandPagesProgrammed, self.geo.planes as u64);
-        self.raw
+        self.tally
             .add(Count::NandBytesProgrammed, self.geo.dpage_bytes);
         self.blocks.set_last_write(block, done);
         if host > 0 && self.geo.buffer_units > 0 {
@@ -320,7 +320,7 @@ impl Ssd {
     ) -> Result<(), Broken> {
         let dst = self.take_superblock(hybrid, t)?;
         self.merge_fill(hybrid, logical_sb, dst, 0, t)?;
-        self.raw.add(Count::MergesFull, 1);
+        self.tally.add(Count::MergesFull, 1);
         self.set_data_block(
             hybrid,
             logical_sb,

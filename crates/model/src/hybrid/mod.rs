@@ -15,7 +15,7 @@
 //!   which takes writes for up to `log_associativity` logical blocks (1 =
 //!   BAST; more = write-combining).
 //! - When a log is full, or the pool needs a log block, the oldest log is
-//!   reclaimed: a full sequential log *switches* (it becomes the data
+//!   merged: a full sequential log *switches* (it becomes the data
 //!   block, the old one is erased), a sequential prefix gets the rest
 //!   copied in (*partial merge*), anything else costs a *full merge* of
 //!   every logical block with data in it: every unit of the logical block
@@ -135,7 +135,7 @@ impl Ssd {
                 self.erase_block_in_place(d, b, busy);
             }
             hybrid.set_clean(b0);
-            self.raw.add(Count::BgGcVictims, 1);
+            self.tally.add(Count::BgGcVictims, 1);
         }
     }
 
@@ -148,7 +148,7 @@ impl Ssd {
 
     // --------------------------------------------------------------- logs
 
-    /// Open a log block for `logical_sb`, reclaiming the oldest logs as needed.
+    /// Open a log block for `logical_sb`, merging the oldest logs as needed.
     fn open_log(
         &mut self,
         hybrid: &mut Hybrid,
@@ -163,16 +163,16 @@ impl Ssd {
                 break;
             }
             let Some(victim) = hybrid.oldest_log() else {
-                return Err(Broken("hybrid: no log block to reclaim"));
+                return Err(Broken("hybrid: no log block to merge"));
             };
-            self.reclaim_log(hybrid, victim, t)?;
+            self.merge_log(hybrid, victim, t)?;
         }
         let physical_sb = self.take_superblock(hybrid, t)?;
         Ok(hybrid.open_log(physical_sb, logical_sb, seq))
     }
 
-    /// Reclaim log `li`: switch, partial or full merges, then erase it.
-    fn reclaim_log(&mut self, hybrid: &mut Hybrid, li: u32, t: u64) -> Result<(), Broken> {
+    /// Merge log `li`: switch, partial or full merges, then erase it.
+    fn merge_log(&mut self, hybrid: &mut Hybrid, li: u32, t: u64) -> Result<(), Broken> {
         let log = hybrid.log(li)?.clone();
         let s = hybrid.sb_units();
         let upd = self.geo.units_per_dpage;
@@ -185,9 +185,9 @@ impl Ssd {
             let logical_sb = log.logical_sbs()[0];
             if next < s {
                 self.merge_fill(hybrid, logical_sb, physical_sb, next, t)?;
-                self.raw.add(Count::MergesPartial, 1);
+                self.tally.add(Count::MergesPartial, 1);
             } else {
-                self.raw.add(Count::MergesSwitch, 1);
+                self.tally.add(Count::MergesSwitch, 1);
             }
             self.switch_log(hybrid, li, logical_sb, t)?;
             return Ok(());
@@ -248,7 +248,7 @@ impl Ssd {
             let partial = (lpn == first && !offset.is_multiple_of(ub))
                 || (lpn == last && !(offset + len).is_multiple_of(ub));
             if partial && self.mapping.is_mapped(lpn) {
-                self.raw.add(Count::RmwReads, 1);
+                self.tally.add(Count::RmwReads, 1);
                 let (r, _) = self.read_group(ready, lpn, lpn);
                 ready = ready.max(r);
             }
@@ -274,7 +274,7 @@ impl Ssd {
                 }
                 let s = hybrid.sb_units();
                 if hybrid.log_mut(li)?.pad(upd) >= s {
-                    self.reclaim_log(hybrid, li, t)?;
+                    self.merge_log(hybrid, li, t)?;
                 }
             }
         }
@@ -310,7 +310,7 @@ impl Ssd {
             let done = self.hybrid_program(ppn, ready, upd);
             hybrid.log_mut(li)?.programmed();
             if pos + 1 >= s {
-                self.reclaim_log(hybrid, li, ready)?;
+                self.merge_log(hybrid, li, ready)?;
             }
             return Ok(Some(done));
         }

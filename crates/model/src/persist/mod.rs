@@ -43,7 +43,7 @@ use super::blocks::SavedBlocks;
 use super::log_blocks::{Log, MappingScheme};
 use super::packed::PackedVec;
 use super::ssd::Ssd;
-use super::types::{BlockState, COUNTS, NONE, Raw, Stream};
+use super::types::{BlockState, COUNTS, NONE, Stream, Tally};
 use vssd_profile::Profile;
 
 mod frames;
@@ -100,14 +100,14 @@ fn geometry_text(p: &Profile) -> io::Result<String> {
 }
 
 /// Counters in the state file: format 2 had the first 16.
-const RAW_FIELDS: usize = COUNTS;
+const TALLY_FIELDS: usize = COUNTS;
 
-fn raw_fields(r: &Raw) -> [u64; RAW_FIELDS] {
+fn tally_fields(r: &Tally) -> [u64; TALLY_FIELDS] {
     *r.all()
 }
 
-fn raw_from(f: &[u64; RAW_FIELDS]) -> Raw {
-    Raw::from_all(*f)
+fn tally_from(f: &[u64; TALLY_FIELDS]) -> Tally {
+    Tally::from_all(*f)
 }
 
 /// The profile sections that shape the saved state besides the geometry
@@ -162,8 +162,8 @@ impl Ssd {
         f.put(period.as_bytes())?;
         f.u64(self.seed)?;
         f.u32(self.blocks.cursor())?;
-        f.u32(RAW_FIELDS as u32)?;
-        for v in raw_fields(&self.raw) {
+        f.u32(TALLY_FIELDS as u32)?;
+        for v in tally_fields(&self.tally) {
             f.u64(v)?;
         }
         let nblocks = self.blocks.count();
@@ -258,9 +258,7 @@ impl Ssd {
             f.u32(hybrid.log_count() as u32)?;
             for li in hybrid.order() {
                 let Some(l) = hybrid.log_if_used(li) else {
-                    return Err(io::Error::other(
-                        "hybrid: reclaim order names an unused log",
-                    ));
+                    return Err(io::Error::other("hybrid: merge order names an unused log"));
                 };
                 f.u32(l.physical_sb())?;
                 f.u32(l.next())?;
@@ -341,16 +339,16 @@ impl Ssd {
         let cursor = f.u32()?;
         // Format 2 had 16 counters; format 3 files have 24 or more (a
         // counter added later reads as 0 from an older file).
-        let nraw = if v2 { 16 } else { f.u32()? as usize };
+        let ntally = if v2 { 16 } else { f.u32()? as usize };
         if if v2 {
-            nraw != 16
+            ntally != 16
         } else {
-            !(24..=RAW_FIELDS).contains(&nraw)
+            !(24..=TALLY_FIELDS).contains(&ntally)
         } {
             return Err(corrupt("unexpected number of counters"));
         }
-        let mut raw = [0u64; RAW_FIELDS];
-        for v in raw.iter_mut().take(nraw) {
+        let mut tally = [0u64; TALLY_FIELDS];
+        for v in tally.iter_mut().take(ntally) {
             *v = f.u64()?;
         }
         let nblocks = ssd.blocks.count();
@@ -423,7 +421,7 @@ impl Ssd {
             free,
             cursor,
         });
-        ssd.raw = raw_from(&raw);
+        ssd.tally = tally_from(&tally);
         let mut forward = PackedVec::new(g.logical_units as usize, g.physical_units);
         let chunks = read_mapping(&mut f, &mut forward, g.physical_units)?;
         if !v2 {
@@ -446,7 +444,7 @@ impl Ssd {
         // NAND where it maps something.
         if ssd.map_cache.enabled() {
             let per = ssd.map_cache.units_per_tpage();
-            let mapped = ssd.mapped_tpages(per);
+            let mapped = super::map_cache::mapped_tpages(&ssd.mapping, per);
             ssd.map_cache.restore(mapped.into_iter());
         }
         ssd.check_shapes()

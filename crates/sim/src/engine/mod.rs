@@ -4,118 +4,35 @@
 //! ends of think time), ordered by virtual time and then by insertion order,
 //! so runs are deterministic. Each job keeps `iodepth` I/Os outstanding and
 //! issues the next one when one completes, as fio's default
-//! (`iodepth_batch=1`) does. All jobs of an invocation share one [`Ssd`];
+//! (`iodepth_batch=1`) does. All jobs of an invocation share one [`Ssd`](vssd_model::Ssd);
 //! a `stonewall` job starts a new group when every earlier job has ended.
 //!
 //! The per-I/O path allocates nothing: a heap push and pop, a histogram
 //! increment and a few arithmetic operations around `Ssd::submit`.
 
 mod plan;
+#[cfg(test)]
+mod replay_tests;
+mod report;
+mod simulation;
 mod state;
+mod target;
 #[cfg(test)]
 mod tests;
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 
-use vssd_model::{Completion, ModelError, Op, Payload, Request, Ssd};
-use vssd_profile::Profile;
+use vssd_model::{ModelError, Op, Payload, Request};
 
 use super::SimError;
-use super::jobfile::{Dir, JobFile, JobSpec, RwKind};
+use super::jobfile::{Dir, JobSpec, RwKind};
 
 pub use super::results::{BwSample, DirReport, JobError, JobReport, LogText, RunReport, SsReport};
 pub use plan::{JobPlan, Plan, Replay, ReplayEntry, ReplayKind, resolve, resolve_replay};
+pub use simulation::Simulation;
 use state::{JobState, Phase};
-
-/// What the engine drives: the model, or a stand-in in tests.
-pub trait Target {
-    /// Exported capacity, bytes.
-    fn capacity(&self) -> u64;
-    /// Submit a request at virtual time `now_ns`.
-    fn submit(&mut self, now_ns: u64, req: &Request) -> Result<Completion, ModelError>;
-}
-
-impl Target for Ssd {
-    fn capacity(&self) -> u64 {
-        Ssd::capacity(self)
-    }
-
-    #[inline]
-    fn submit(&mut self, now_ns: u64, req: &Request) -> Result<Completion, ModelError> {
-        Ssd::submit(self, now_ns, req)
-    }
-}
-
-/// A drive with no model at all: every request takes `latency_ns`, any number
-/// at once. For measuring the engine's own cost (`benches/sim.rs`).
-#[derive(Debug, Clone, Copy)]
-pub struct FixedLatency {
-    /// Exported capacity, bytes.
-    pub capacity: u64,
-    /// Service time of every request, ns.
-    pub latency_ns: u64,
-}
-
-impl Target for FixedLatency {
-    fn capacity(&self) -> u64 {
-        self.capacity
-    }
-
-    #[inline]
-    fn submit(&mut self, now_ns: u64, _req: &Request) -> Result<Completion, ModelError> {
-        Ok(Completion {
-            submit_ns: now_ns,
-            done_ns: now_ns + self.latency_ns,
-        })
-    }
-}
-
-/// A drive and a virtual clock that persist across job-file runs, the way a
-/// real drive keeps its state between fio invocations.
-#[derive(Debug, Clone)]
-pub struct Simulation {
-    ssd: Ssd,
-    now_ns: u64,
-    seed: u64,
-    keep_bw_series: bool,
-    epoch_s: u64,
-    sampling: Option<Sampling>,
-}
-
-/// The drive's counters taken at fixed steps of virtual time during runs
-/// ([`Simulation::set_sampling`]).
-#[derive(Debug, Clone)]
-struct Sampling {
-    every_ns: u64,
-    next_ns: u64,
-    taken: Vec<(u64, vssd_model::Counters)>,
-}
-
-/// A drive whose counters are taken whenever virtual time crosses the
-/// next sampling step (before the request that crosses it).
-struct Sampled<'a> {
-    ssd: &'a mut Ssd,
-    s: &'a mut Sampling,
-}
-
-impl Target for Sampled<'_> {
-    fn capacity(&self) -> u64 {
-        self.ssd.capacity()
-    }
-
-    #[inline]
-    fn submit(&mut self, now_ns: u64, req: &Request) -> Result<Completion, ModelError> {
-        if now_ns >= self.s.next_ns {
-            let c = self.ssd.counters();
-            while self.s.next_ns <= now_ns {
-                self.s.taken.push((self.s.next_ns, c.clone()));
-                self.s.next_ns += self.s.every_ns;
-            }
-        }
-        self.ssd.submit(now_ns, req)
-    }
-}
+pub use target::{FixedLatency, Target};
 
 /// I/Os a time-based job may issue at one instant before the run is declared stuck.
 const STUCK_CLOCK_ISSUES: u32 = 1 << 20;
@@ -591,184 +508,6 @@ fn rate_due(rate: u64, done: u64, start: u64) -> u64 {
     start.saturating_add((u128::from(done) * 1_000_000_000 / u128::from(rate)) as u64)
 }
 
-impl Simulation {
-    /// A fresh drive from a profile; `seed` seeds the model and every job.
-    pub fn new(profile: &Profile, seed: u64) -> Simulation {
-        Simulation {
-            ssd: Ssd::new(profile, seed),
-            now_ns: 0,
-            seed,
-            keep_bw_series: true,
-            epoch_s: 0,
-            sampling: None,
-        }
-    }
-
-    /// Continue with an existing drive (e.g. one preconditioned through the model API).
-    pub fn with_ssd(ssd: Ssd, now_ns: u64, seed: u64) -> Simulation {
-        Simulation {
-            ssd,
-            now_ns,
-            seed,
-            keep_bw_series: true,
-            epoch_s: 0,
-            sampling: None,
-        }
-    }
-
-    /// Whether every job's bandwidth series is kept in its report (the
-    /// default), or only those of jobs with `write_bw_log`. Statistics of
-    /// the series are always kept; the series costs memory in proportion
-    /// to the run's virtual duration.
-    pub fn set_keep_bw_series(&mut self, keep: bool) {
-        self.keep_bw_series = keep;
-    }
-
-    /// Take the drive's counters every `every_ns` of virtual time while
-    /// jobs run (at the first request at or after each step; none during
-    /// idle time), for charts of the drive's state within a run; `None`
-    /// stops. Results are the same either way.
-    pub fn set_sampling(&mut self, every_ns: Option<u64>) {
-        self.sampling = every_ns.filter(|&e| e > 0).map(|every_ns| Sampling {
-            every_ns,
-            next_ns: self.now_ns.div_ceil(every_ns).max(1) * every_ns,
-            taken: Vec::new(),
-        });
-    }
-
-    /// The samples taken since the last call: (virtual time, counters).
-    pub fn take_samples(&mut self) -> Vec<(u64, vssd_model::Counters)> {
-        self.sampling
-            .as_mut()
-            .map(|s| std::mem::take(&mut s.taken))
-            .unwrap_or_default()
-    }
-
-    /// Skip the sampling steps up to `now_ns` (after time passed outside a
-    /// run: idle, or requests submitted to the drive directly).
-    fn skip_samples_to_now(&mut self) {
-        if let Some(s) = &mut self.sampling
-            && s.next_ns <= self.now_ns
-        {
-            s.next_ns = (self.now_ns / s.every_ns + 1) * s.every_ns;
-        }
-    }
-
-    /// The drive.
-    pub fn ssd(&self) -> &Ssd {
-        &self.ssd
-    }
-
-    /// The drive, mutably (to precondition it or inspect it between runs).
-    pub fn ssd_mut(&mut self) -> &mut Ssd {
-        &mut self.ssd
-    }
-
-    /// Current virtual time, ns.
-    pub fn now_ns(&self) -> u64 {
-        self.now_ns
-    }
-
-    /// Let virtual time pass with no host I/O (the drive may garbage-collect).
-    pub fn idle(&mut self, ns: u64) {
-        self.now_ns += ns;
-    }
-
-    /// Run job specs to completion; see [`Simulation::run_with_progress`].
-    pub fn run(&mut self, jobs: &[JobSpec]) -> Result<RunReport, SimError> {
-        self.run_with_progress(jobs, &mut |_: &Progress<'_>| {})
-    }
-
-    /// Run job specs as one fio invocation, starting at the current virtual
-    /// time. `progress` is called now and then with where the run is.
-    pub fn run_with_progress(
-        &mut self,
-        jobs: &[JobSpec],
-        progress: &mut dyn FnMut(&Progress<'_>),
-    ) -> Result<RunReport, SimError> {
-        let capacity = self.ssd.capacity();
-        let mut plan = resolve(jobs, capacity, self.seed)?;
-        if self.keep_bw_series {
-            plan.keep_all_bw_series();
-        }
-        self.run_resolved(&plan, progress)
-    }
-
-    /// Run a resolved plan from the current virtual time.
-    fn run_resolved(
-        &mut self,
-        plan: &Plan,
-        progress: &mut dyn FnMut(&Progress<'_>),
-    ) -> Result<RunReport, SimError> {
-        let start = self.now_ns;
-        let capacity = self.ssd.capacity();
-        self.skip_samples_to_now();
-        let (reports, sim_ops, end) = match &mut self.sampling {
-            None => run_plan(&mut self.ssd, plan, start, progress)?,
-            Some(s) => {
-                let mut dev = Sampled {
-                    ssd: &mut self.ssd,
-                    s,
-                };
-                run_plan(&mut dev, plan, start, progress)?
-            }
-        };
-        self.now_ns = end;
-        Ok(RunReport {
-            profile: self.ssd.profile().name.clone(),
-            capacity,
-            seed: self.seed,
-            jobs: reports,
-            counters: self.ssd.counters(),
-            sim_ops,
-            start_ns: start,
-            end_ns: end,
-            global_options: Vec::new(),
-            epoch_s: self.epoch_s,
-        })
-    }
-
-    /// Run the jobs of job files ([`JobFile::load`]); the report carries the
-    /// files' global options for fio's JSON (`global options`).
-    pub fn run_file(
-        &mut self,
-        jobs: &JobFile,
-        progress: &mut dyn FnMut(&Progress<'_>),
-    ) -> Result<RunReport, SimError> {
-        let mut r = self.run_with_progress(&jobs.jobs, progress)?;
-        r.global_options.clone_from(&jobs.global_options);
-        Ok(r)
-    }
-
-    /// Replay `replay` as one job named `name` with at most `depth` I/Os in
-    /// flight, from the current virtual time, keeping each I/O's issue and
-    /// completion times in the job's report (`completions`).
-    pub fn run_replay(
-        &mut self,
-        name: &str,
-        replay: Replay,
-        depth: u32,
-    ) -> Result<RunReport, SimError> {
-        let mut spec = JobSpec::new(name, "replay");
-        spec.iodepth = depth.max(1);
-        let capacity = self.ssd.capacity();
-        let mut p = plan::replay_job_plan(&spec, 0, 0, 0, capacity, self.seed, replay)?;
-        p.record_completions = true;
-        p.keep_bw_series = true;
-        let plan = Plan {
-            jobs: vec![p],
-            groups: std::iter::once(0..1).collect(),
-        };
-        self.run_resolved(&plan, &mut |_| {})
-    }
-
-    /// Set the Unix time (s) that virtual time 0 stands for, for the
-    /// JSON's `time` and `timestamp` (default 0: 1970-01-01 00:00:00 UTC).
-    pub fn set_epoch(&mut self, unix_s: u64) {
-        self.epoch_s = unix_s;
-    }
-}
-
 /// Run job specs against any [`Target`] from virtual time `start`: returns the
 /// per-instance reports, the number of requests submitted and the end time.
 pub fn run_jobs<T: Target>(
@@ -860,114 +599,7 @@ pub fn run_plan<T: Target>(
         .into_iter()
         .zip(&plan.jobs)
         .enumerate()
-        .map(|(i, (mut j, p))| {
-            let (logs, steadystate) = take_logs(p, &mut j);
-            let depth_dist = j.depth_dist(p);
-            let (bw_log, bw_stats, iops_stats) = j.bw.into_parts();
-            let runtime = j.last_done_ns.saturating_sub(j.stats_start_ns);
-            debug_assert_eq!(
-                j.phase,
-                Phase::Done,
-                "job {} ({}) never ended",
-                p.name,
-                p.origin
-            );
-            JobReport {
-                name: p.name.clone(),
-                index: i + 1,
-                group: p.group,
-                rw: p.rw_text.clone(),
-                dirs: p.dirs.to_vec(),
-                bs: p.bs,
-                iodepth: p.depth,
-                jobs: 1,
-                dir: j.stats,
-                start_ns: j.start_ns,
-                stats_start_ns: j.stats_start_ns,
-                end_ns: j.last_done_ns,
-                bw_log,
-                bw_stats,
-                iops_stats,
-                depth_dist,
-                job_runtime_ms: runtime / 1_000_000,
-                sync_ios: j.sync_ios,
-                longest_runtime_ns: runtime,
-                options: p.options.clone(),
-                description: p.description.clone(),
-                continue_on_error: p.continue_on_error,
-                clat_percentiles: p.clat_percentiles,
-                lat_percentiles: p.lat_percentiles,
-                percentiles: p.percentiles.clone(),
-                group_reporting: p.group_reporting,
-                write_bw_log: p.write_bw_log.clone(),
-                logs,
-                log_offset: p.logs.offset_col,
-                per_job_logs: p.logs.per_job,
-                steadystate,
-                error: j.error,
-                iolog: p.write_iolog.clone().zip(j.iolog.take()),
-                completions: std::mem::take(&mut j.completions),
-            }
-        })
+        .map(|(i, (j, p))| report::job_report(i, j, p))
         .collect();
     Ok((reports, sim_ops, end))
-}
-
-/// The finished logs and steady-state results of an instance.
-fn take_logs(p: &JobPlan, j: &mut JobState) -> (Vec<LogText>, Option<SsReport>) {
-    let mut logs = Vec::new();
-    let Some(x) = j.extra.take() else {
-        return (logs, None);
-    };
-    let x = *x;
-    if let Some(l) = x.lat {
-        if let (Some(prefix), Some([lat, clat, slat])) = (&p.logs.lat, l.lat) {
-            for (kind, text) in [("lat", lat), ("clat", clat), ("slat", slat)] {
-                logs.push(LogText {
-                    prefix: prefix.clone(),
-                    kind,
-                    text,
-                });
-            }
-        }
-        if let (Some(prefix), Some(text)) = (&p.logs.iops, l.iops) {
-            logs.push(LogText {
-                prefix: prefix.clone(),
-                kind: "iops",
-                text,
-            });
-        }
-    }
-    if let (Some(prefix), Some(h)) = (&p.logs.hist, x.hist) {
-        logs.push(LogText {
-            prefix: prefix.clone(),
-            kind: "clat_hist",
-            text: h.text,
-        });
-    }
-    let ss = match (p.ss, x.ss) {
-        (Some(plan), Some(s)) => {
-            let (iops, bw): (Vec<u64>, Vec<u64>) = s.samples().unzip();
-            Some(SsReport {
-                ss: format!(
-                    "{}:{:.6}{}",
-                    plan.crit.kind.name(),
-                    plan.crit.limit,
-                    if plan.crit.pct { "%" } else { "" }
-                ),
-                duration: plan.dur_s,
-                attained: s.attained,
-                criterion: s.criterion,
-                pct: plan.crit.pct,
-                iops_based: plan.crit.kind.iops(),
-                slope_based: plan.crit.kind.slope(),
-                max_deviation: s.deviation,
-                slope: s.slope,
-                iops,
-                bw,
-            })
-        }
-        _ => None,
-    };
-    (logs, ss)
 }
