@@ -83,10 +83,12 @@ fn profiles(what: Option<ProfilesCmd>) -> Result<(), Box<dyn std::error::Error>>
                 let p = Profile::load(name)?;
                 let _ = writeln!(
                     text,
-                    "{:<15} {:>9}  {}",
+                    "{:<15} {:>9}  {}\n{:<26} {}",
                     name,
                     format_size(p.geometry.exported_capacity.0),
-                    p.description
+                    p.description,
+                    "",
+                    vssd::profile::validated::describe(name)
                 );
             }
         }
@@ -108,6 +110,13 @@ fn profiles(what: Option<ProfilesCmd>) -> Result<(), Box<dyn std::error::Error>>
                 }
             };
             let _ = writeln!(text, "# {}", p.description);
+            if presets::get(&name).is_some() {
+                let _ = writeln!(
+                    text,
+                    "# fidelity (vssd validate): {}",
+                    vssd_profile::validated::describe(&name)
+                );
+            }
             let retired = match p.geometry.retired_blocks {
                 0 => String::new(),
                 n => format!(

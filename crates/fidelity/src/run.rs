@@ -10,7 +10,8 @@ use vssd_sim::jobfile::{self, Dir};
 use vssd_sim::results::JobReport;
 
 use super::ValidateError;
-use super::corpus::{Metric, Protocol, Step};
+pub use super::format::from_the_end;
+use super::format::{Metric, Protocol, Step};
 use super::shape;
 
 /// What one named fio step produced.
@@ -256,36 +257,6 @@ pub fn scale_job(text: &str, f: f64) -> String {
         out.push('\n');
     }
     out
-}
-
-/// A job file whose negative `offset=`s (`offset=-10g`: 10 GB before the
-/// end of the drive, as a partition at the end of a disk) and `size=`s
-/// (`size=-10g`: all but the last 10 GB) are made absolute for a drive of
-/// `cap` bytes (1 MiB aligned).
-pub fn from_the_end(text: &str, cap: u64) -> Result<String, String> {
-    const MIB: u64 = 1 << 20;
-    let mut out = String::with_capacity(text.len());
-    for line in text.lines() {
-        match line.split_once('=') {
-            Some((k, v)) if matches!(k.trim(), "offset" | "size") && v.trim().starts_with('-') => {
-                let key = k.trim();
-                let back = parse_size(v.trim().trim_start_matches('-'))
-                    .map_err(|e| format!("{key}={}: {e}", v.trim()))?;
-                if back >= cap {
-                    return Err(format!(
-                        "{key}={}: not less than the drive's {cap} bytes",
-                        v.trim()
-                    ));
-                }
-                out.push_str(&format!("{key}={}\n", (cap - back) / MIB * MIB));
-            }
-            _ => {
-                out.push_str(line);
-                out.push('\n');
-            }
-        }
-    }
-    Ok(out)
 }
 
 /// Run `p` on a fresh drive of `profile`: the results of its named fio
