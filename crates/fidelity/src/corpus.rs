@@ -65,6 +65,10 @@ pub const BUILT_IN: &[(&str, &str)] = &[
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CorpusFile {
+    /// Where it was read from (`validation/PRESET.toml`, or a `--corpus`
+    /// directory's file): errors about its protocols name it.
+    #[serde(skip)]
+    pub origin: String,
     /// The vssd preset the figures judge.
     pub preset: String,
     /// The real drive, as reviewed.
@@ -304,6 +308,48 @@ impl Step {
     }
 }
 
+/// The longest a corpus job may run, ns of drive time: a day (the
+/// longest published procedure runs an hour).
+pub const MAX_JOB_NS: u64 = 86_400 * 1_000_000_000;
+
+/// A protocol's fio job, checked when the corpus loads: it parses (its
+/// offsets from the end made absolute for a nominal 1 TiB drive), and it
+/// is bounded (a day of drive time, a thousand passes or capacities), so
+/// no corpus file keeps `vssd validate` busy without end. `at` names it.
+fn check_job(job: &str, at: &str) -> Result<(), String> {
+    let text = crate::run::from_the_end(job, 1 << 40).map_err(|e| format!("{at}: {e}"))?;
+    let jf = vssd_sim::jobfile::parse(&text, at).map_err(|e| e.to_string())?;
+    for j in &jf.jobs {
+        let long = |what: &str, ns: u64| -> Result<(), String> {
+            if ns > MAX_JOB_NS {
+                return Err(format!(
+                    "{at}: job [{}]: {what} of {} s is more than a corpus job may run (a day of drive time)",
+                    j.name,
+                    ns / 1_000_000_000
+                ));
+            }
+            Ok(())
+        };
+        long("runtime", j.runtime_ns.unwrap_or(0))?;
+        long("ramp_time", j.ramp_ns)?;
+        long("startdelay", j.startdelay_ns)?;
+        let too_much = j.loops > 1000
+            || j.number_ios.is_some_and(|n| n > 1 << 34)
+            || match j.io_size {
+                Some(vssd_sim::jobfile::SizeSpec::Bytes(b)) => b > 1 << 50,
+                Some(vssd_sim::jobfile::SizeSpec::Percent(p)) => p > 100_000.0,
+                None => false,
+            };
+        if too_much {
+            return Err(format!(
+                "{at}: job [{}]: more than a thousand passes or capacities of I/O (loops, io_size, number_ios)",
+                j.name
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The drive's state when a figure was measured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -508,10 +554,11 @@ impl CorpusFile {
     /// Parse and check a corpus file: references resolve, names are
     /// unique, units fit their metrics, the numbers are positive.
     pub fn parse(text: &str, origin: &str) -> Result<CorpusFile, ValidateError> {
-        let c: CorpusFile = toml::from_str(text).map_err(|e| ValidateError::Corpus {
+        let mut c: CorpusFile = toml::from_str(text).map_err(|e| ValidateError::Corpus {
             origin: origin.into(),
             msg: e.to_string(),
         })?;
+        c.origin = origin.into();
         c.check(origin)?;
         Ok(c)
     }
@@ -592,6 +639,17 @@ impl CorpusFile {
                         "protocol {:?}: a step belongs to reading {r:?}, which the protocol does not name",
                         p.id
                     )));
+                }
+                if let Step::Fio { name, job, .. } = s {
+                    check_job(
+                        job,
+                        &format!(
+                            "protocol {} step {}",
+                            p.id,
+                            name.as_deref().unwrap_or("(unnamed)")
+                        ),
+                    )
+                    .map_err(&err)?;
                 }
                 if let Step::Idle { seconds, .. } = s
                     && !(seconds.is_finite() && *seconds >= 0.0 && *seconds <= 30.0 * 86400.0)
