@@ -222,7 +222,7 @@ impl Run<'_> {
             && let Some(ns) = dilation::idle_fast_forward_ns(*seconds, self.o.time_scale)
         {
             // The drive idled that much more than the guest slept.
-            r.wall_s += ns as f64 / 1e9;
+            r.model_s += ns as f64 / 1e9;
         }
         if let Some(qd) = drive_qd(&r, b, e) {
             r.metrics.insert("drive_qd".into(), qd);
@@ -339,7 +339,7 @@ fn drive_qd(r: &PhaseResult, b: &Snap, e: &Snap) -> Option<f64> {
                 .map(|q| s.burst as f64 / q.bytes_s)
                 .sum::<f64>()
         })
-        .unwrap_or(r.wall_s);
+        .unwrap_or(r.model_s);
     (busy_s > 0.0).then(|| (e.modelled_ns - b.modelled_ns).max(0.0) / (busy_s * 1e9))
 }
 

@@ -164,6 +164,8 @@ pub fn run(
         incomplete,
         time_scale: o.time_scale.factor(),
         time_scale_reason: None,
+        strict: false,
+        duration_s: 0.0,
     })
 }
 
@@ -263,14 +265,24 @@ impl Run<'_> {
         r.counters_before = Some(before.counters);
         r.counters_after = Some(after.counters);
         dilation::phase_to_drive_time(&mut r, self.o.time_scale);
+        // A precondition's drive time is the model time it aged the
+        // drive by, whatever its wall time.
+        if let Ok(Some(model_s)) = res {
+            r.model_s = model_s;
+        }
         metrics::drive(&mut r);
         self.progress.end(i, &r);
         self.phases.push(r);
         Ok(res.err().map(|e| format!("phase {}: {e}", p.name)))
     }
 
-    /// What a host-side phase of `kind` does to the drive.
-    fn host_action(&self, kind: &PhaseKind, r: &mut PhaseResult) -> Result<(), BenchError> {
+    /// What a host-side phase of `kind` does to the drive; the model time
+    /// it took, when the drive says (a precondition).
+    fn host_action(
+        &self,
+        kind: &PhaseKind,
+        r: &mut PhaseResult,
+    ) -> Result<Option<f64>, BenchError> {
         match kind {
             PhaseKind::SecureErase => self.serve.secure_erase()?,
             PhaseKind::Precondition { steps } => {
@@ -288,7 +300,7 @@ impl Run<'_> {
                         )
                     },
                 )?;
-                r.model_s = pr.model_time_ns as f64 / 1e9;
+                return Ok(Some(pr.model_time_ns as f64 / 1e9));
             }
             PhaseKind::PowerOn => {
                 self.serve.power_on()?;
@@ -296,6 +308,6 @@ impl Run<'_> {
             }
             _ => {}
         }
-        Ok(())
+        Ok(None)
     }
 }

@@ -178,6 +178,8 @@ pub fn run(
         incomplete: None,
         time_scale: 1.0,
         time_scale_reason: None,
+        strict: false,
+        duration_s: 0.0,
     })
 }
 
