@@ -78,7 +78,8 @@ impl FromStr for TimeScaleArg {
 /// drive's time: the phase's drive time `model_s` is its wall time ÷ `K`
 /// (`wall_s` stays the wall clock's), the gap before it ÷ `K`;
 /// bandwidth, IOPS and surface points × `K`; completion latencies ÷ `K`.
-/// The drive's own figures (counters, the daemon's modelled latencies)
+/// The throughput series is built in the drive's time from fio's logs
+/// ([`metrics::series_from_logs`]). The drive's own figures (counters, the daemon's modelled latencies)
 /// are already in its time. fio's raw JSON (`r.fio`) is kept as fio wrote
 /// it, on the wall clock.
 pub fn phase_to_drive_time(r: &mut PhaseResult, k: TimeScale) {
@@ -93,12 +94,6 @@ pub fn phase_to_drive_time(r: &mut PhaseResult, k: TimeScale) {
             *v *= k;
         } else if name.contains("_clat_") {
             *v /= k;
-        }
-    }
-    if let Some(s) = &mut r.series {
-        s.interval_s /= k;
-        for v in s.read_bytes_s.iter_mut().chain(s.write_bytes_s.iter_mut()) {
-            *v *= k;
         }
     }
     if let Some(s) = &mut r.surface {
@@ -458,9 +453,8 @@ mod tests {
         assert_eq!(r.metrics["write_clat_p99"], 2e6);
         assert_eq!(r.metrics["median_bw"], 80e6);
         assert_eq!(r.metrics["waf"], 1.5, "a ratio of counters is not time");
-        let s = r.series.as_ref().unwrap();
-        assert_eq!(s.interval_s, 0.25);
-        assert_eq!(s.write_bytes_s, vec![200e6, 240e6]);
+        // The series is built in drive time from fio's logs, not here.
+        assert_eq!(r.series, phase().series);
         let sf = r.surface.as_ref().unwrap();
         assert_eq!(sf.points[0].bytes_s, 80e6);
         assert_eq!(sf.points[0].start_s, Some(0.5));

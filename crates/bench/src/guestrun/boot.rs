@@ -259,7 +259,7 @@ impl Run<'_> {
                     .filter(|(k, _)| k.starts_with(&format!("/tmp/bw{i}_bw")))
                     .map(|(_, v)| v.clone())
                     .collect();
-                r.series = Some(metrics::series_from_logs(&logs, 1000));
+                r.series = Some(metrics::series_from_logs(&logs, self.o.time_scale.factor()));
             }
             PhaseKind::Surface { .. } => {
                 if let Some(j) = out.get(&format!("/tmp/surface{i}.json"))
