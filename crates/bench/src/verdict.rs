@@ -55,21 +55,22 @@ pub fn evaluate(sc: &Scenario, r: &BenchResults) -> Vec<ExpectResult> {
                 .map(|(p, _)| p)
                 .collect();
             unsimulated.dedup();
+            let host_bound = host_bound(r, a, passed);
             let inconclusive = if !unsimulated.is_empty() {
                 Some(format!(
                     "inconclusive (not simulated): {} measured only in a guest run (the simulator has no data to lose and no filesystem)",
                     unsimulated.join(", ")
                 ))
-            } else {
-                (!bound.is_empty()).then(|| {
-                format!(
+            } else if !bound.is_empty() {
+                Some(format!(
                     "inconclusive (guest-bound): the guest could not keep the drive busy in {} \
                      (its requests were in the drive at under half the simulator's queue depth), \
                      so the emulated host, not the drive, set the figure; run with KVM or a \
                      larger --time-scale",
                     bound.join(", ")
-                )
-                })
+                ))
+            } else {
+                host_bound
             };
             ExpectResult {
                 text: a.text.clone(),
@@ -80,6 +81,47 @@ pub fn evaluate(sc: &Scenario, r: &BenchResults) -> Vec<ExpectResult> {
             }
         })
         .collect()
+}
+
+/// A guest run's assertion `a` judged again on the drive's side: each
+/// throughput figure (`*_bw`) of a fio or surface phase replaced by the
+/// bytes the drive moved per second it had the guest's requests
+/// (`drive_bw`), which a busy host that slows the guest does not change.
+/// When that verdict differs from the guest's (`passed`), the host, not
+/// the drive, decided the assertion: why it is inconclusive.
+fn host_bound(r: &BenchResults, a: &vssd_common::expr::Assertion, passed: bool) -> Option<String> {
+    if r.mode != Mode::Guest {
+        return None;
+    }
+    let drive_bw = |p: &str| {
+        r.phase(p)
+            .filter(|ph| matches!(ph.kind.as_str(), "fio" | "surface"))
+            .and_then(|ph| ph.metrics.get("drive_bw"))
+            .copied()
+    };
+    let swapped = |m: &str| m.ends_with("_bw") && m != "drive_bw";
+    let refs = a.refs();
+    if !refs
+        .iter()
+        .any(|(p, m)| swapped(m) && drive_bw(p).is_some())
+    {
+        return None;
+    }
+    let get = |p: &str, m: &str| match drive_bw(p) {
+        Some(v) if swapped(m) => Some(v),
+        _ => r.phase(p).and_then(|ph| ph.metrics.get(m)).copied(),
+    };
+    let (drive_passed, detail) = a.check(&get);
+    (drive_passed != passed).then(|| {
+        format!(
+            "inconclusive (guest-bound): the guest's figures say {} but the drive's own say {} \
+             (each phase's bytes per second the drive had the guest's requests, drive_bw: {detail}): \
+             the host slowed the guest in some phase more than in another, so the guest's \
+             figures do not show the drive; run with KVM, a larger --time-scale or a quieter host",
+            if passed { "PASS" } else { "FAIL" },
+            if drive_passed { "PASS" } else { "FAIL" },
+        )
+    })
 }
 
 fn xml_escape(s: &str) -> String {
@@ -205,6 +247,7 @@ pub fn junit(r: &BenchResults) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::results::Mode;
     use crate::scenario::Overrides;
     use crate::sim_vs_guest::compare_runs;
     use crate::simrun;
@@ -341,6 +384,55 @@ mod tests {
         crate::report::write_outputs(dir.path(), &r).unwrap();
         let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
         assert!(html.contains("Failed (strict)"), "report.html");
+    }
+
+    /// A busy host slowed the guest in the trimmed pass only: its median
+    /// says no recovery, the drive's own bytes per busy second say
+    /// recovered. The host decided it: inconclusive, not failed; where
+    /// the drive agrees with the guest, the guest's verdict stands.
+    #[test]
+    fn the_drives_own_figures_overrule_a_host_that_slowed_the_guest() {
+        let sc = Scenario::load(
+            "trim-recovery",
+            &Overrides {
+                capacity: Some(256 << 20),
+                ..Overrides::default()
+            },
+        )
+        .unwrap();
+        let mut r = simrun::run(&sc, 1, None, &mut |_, _| {}).unwrap();
+        r.mode = Mode::Guest;
+        let set = |r: &mut BenchResults, p: &str, m: &str, v: f64| {
+            r.phases
+                .iter_mut()
+                .find(|x| x.name == p)
+                .unwrap()
+                .metrics
+                .insert(m.into(), v);
+        };
+        set(&mut r, "fresh", "median_bw", 250e6);
+        set(&mut r, "used", "median_bw", 40e6);
+        set(&mut r, "trimmed", "median_bw", 200e6);
+        set(&mut r, "fresh", "drive_bw", 270e6);
+        set(&mut r, "used", "drive_bw", 50e6);
+        set(&mut r, "trimmed", "drive_bw", 268e6);
+        r.expects = evaluate(&sc, &r);
+        let v: Vec<_> = r.expects.iter().map(|e| e.verdict()).collect();
+        assert_eq!(
+            v,
+            [Verdict::Pass, Verdict::Inconclusive, Verdict::Pass],
+            "{:?}",
+            r.expects
+        );
+        let why = r.expects[1].inconclusive.as_deref().unwrap();
+        assert!(
+            why.contains("the guest's figures say FAIL but the drive's own say PASS"),
+            "{why}"
+        );
+        // The drive did not recover either: the failure stands.
+        set(&mut r, "trimmed", "drive_bw", 150e6);
+        r.expects = evaluate(&sc, &r);
+        assert_eq!(r.expects[1].verdict(), Verdict::Fail);
     }
 
     #[test]

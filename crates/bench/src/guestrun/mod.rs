@@ -66,6 +66,9 @@ struct Snap {
     trim: TrimReport,
     /// Sum of modelled latencies of completed requests, ns.
     modelled_ns: f64,
+    /// Time the drive had at least one request in flight, ns of the
+    /// daemon's (wall) clock.
+    busy_ns: u64,
     at: Instant,
     /// The daemon's trace clock.
     trace_ns: Option<u64>,
@@ -80,6 +83,7 @@ fn snap(serve: &ServeProcess) -> Result<Snap, BenchError> {
             .values()
             .map(|o| o.modelled.mean_ns * o.modelled.count as f64)
             .sum(),
+        busy_ns: r.connection.depth.busy_ns,
         counters: r.counters,
         at: Instant::now(),
         trace_ns: serve.trace_now_ns()?,
