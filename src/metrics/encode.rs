@@ -1,7 +1,7 @@
 //! The Prometheus text encoding of one scrape: metric families of
 //! counters, gauges and histograms, with labels.
 
-use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeCounterValue, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 
 use vssd_device::hist::{Histogram, Summary};
@@ -45,34 +45,19 @@ impl Enc<'_, '_> {
         m.encode_gauge(&v)
     }
 
-    pub(super) fn counters(
+    /// A counter family; `V` is u64 for counts, f64 for seconds.
+    pub(super) fn counters<V: EncodeCounterValue>(
         &mut self,
         name: &str,
         help: &str,
-        rows: &[(Labels, u64)],
+        rows: &[(Labels, V)],
     ) -> std::fmt::Result {
         let mut m = self
             .e
             .encode_descriptor(name, help, None, MetricType::Counter)?;
         for (l, v) in rows {
             m.encode_family(l)?
-                .encode_counter::<NoLabelSet, _, u64>(v, None)?;
-        }
-        Ok(())
-    }
-
-    pub(super) fn counters_f(
-        &mut self,
-        name: &str,
-        help: &str,
-        rows: &[(Labels, f64)],
-    ) -> std::fmt::Result {
-        let mut m = self
-            .e
-            .encode_descriptor(name, help, None, MetricType::Counter)?;
-        for (l, v) in rows {
-            m.encode_family(l)?
-                .encode_counter::<NoLabelSet, _, f64>(v, None)?;
+                .encode_counter::<NoLabelSet, V, u64>(v, None)?;
         }
         Ok(())
     }

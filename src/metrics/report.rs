@@ -385,12 +385,12 @@ fn frontends(r: &StatsReport, e: &mut Enc<'_, '_>) -> std::fmt::Result {
         "The most requests a frontend has had in flight at once",
         &max_depth,
     )?;
-    e.counters_f(
+    e.counters(
         "vssd_frontend_busy_seconds",
         "Time a frontend had at least one request in flight",
         &busy,
     )?;
-    e.counters_f(
+    e.counters(
         "vssd_frontend_request_seconds",
         "Time integral of a frontend's in-flight count; its rate over \
          rate(vssd_frontend_busy_seconds) is the mean queue depth while busy",

@@ -18,6 +18,48 @@ fn the_built_in_corpus_parses_and_names_real_presets() {
     assert!(n >= 70, "{n} figures");
 }
 
+/// `validation/summary.toml` (what `vssd profiles` prints) was written by
+/// a run of today's corpus: every corpus preset has its line, with as many
+/// figures and shapes as its file holds. A corpus change without
+/// `vssd validate --all --write-summary validation/summary.toml` fails here.
+#[test]
+fn the_shipped_summary_matches_the_corpus() {
+    let summary = vssd_profile::validated::summary();
+    assert!(
+        summary.made_by.starts_with("vssd validate --all"),
+        "validation/summary.toml was not written by vssd validate: {:?}",
+        summary.made_by
+    );
+    for f in corpus::load(None).unwrap() {
+        let v = summary
+            .preset
+            .get(&f.preset)
+            .unwrap_or_else(|| panic!("validation/summary.toml has no line for {}", f.preset));
+        let figures = f.figure.len()
+            + f.curve
+                .iter()
+                .filter(|c| c.published_mean.is_some())
+                .count();
+        assert_eq!(
+            v.figures, figures,
+            "{}: figures in the summary vs the corpus",
+            f.preset
+        );
+        // Shapes judged across drives (`at_least`) are not any one drive's.
+        let own = f.shape.iter().filter(|s| s.at_least.is_none()).count();
+        assert_eq!(
+            v.shapes, own,
+            "{}: shapes in the summary vs the corpus",
+            f.preset
+        );
+        assert!(
+            v.held_out <= v.figures && v.shapes_held <= v.shapes,
+            "{}: {v:?}",
+            f.preset
+        );
+    }
+}
+
 #[test]
 fn summaries_use_nearest_ranks() {
     let j = |e: f64| Judged {

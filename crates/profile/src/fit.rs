@@ -121,12 +121,14 @@ impl Profile {
                         .ok_or_else(|| bad("a size in bytes"))?
                 }
                 Some(_) => return Err(bad("a numeric field of the profile")),
-                // Not written (at its default): whichever number it takes.
+                // Not written (at its default): whichever number it takes,
+                // a float first (a float field also takes an integer, and
+                // rounding 0.03 to 0 would change the value).
+                None if self.takes(section, field, toml::Value::Float(value)) => {
+                    toml::Value::Float(value)
+                }
                 None => match integer(value) {
                     Some(i) if self.takes(section, field, i.clone()) => i,
-                    _ if self.takes(section, field, toml::Value::Float(value)) => {
-                        toml::Value::Float(value)
-                    }
                     _ => return Err(bad("a numeric field of the profile")),
                 },
             };
@@ -210,6 +212,10 @@ mod tests {
         assert_eq!(q.param("mapping.cache_bytes"), Some((4 << 20) as f64));
         // Everything else is unchanged.
         assert_eq!(q.with_param("mapping.cache_bytes", 0.0).unwrap(), p);
+        // A float field left unwritten keeps the fraction (it also takes an
+        // integer, and 0.03 once rounded to 0, out of its range).
+        let q = p.with_param("gc.bg_duty", 0.03).unwrap();
+        assert_eq!(q.gc.bg_duty, 0.03);
     }
 
     #[test]

@@ -51,26 +51,32 @@ pub fn summary() -> Summary {
 
 /// What to tell a user about `preset`'s fidelity, in one line.
 pub fn describe(preset: &str) -> String {
-    match summary().preset.get(preset) {
-        Some(v) if v.held_out > 0 => format!(
-            "validated: {} published figures, {} held out: median |error| {:.0} %, {:.0} % within ±25 %; {} of {} shapes held",
+    let Some(v) = summary().preset.get(preset).cloned() else {
+        return "unvalidated: a class preset, not one drive (no corpus)".into();
+    };
+    let shapes = match v.shapes {
+        0 => String::new(),
+        n => format!("; {} of {n} shapes held", v.shapes_held),
+    };
+    if v.held_out > 0 {
+        format!(
+            "validated: {} published figures, {} held out: median |error| {:.0} %, {:.0} % within ±25 %{shapes}",
             v.figures,
             v.held_out,
             v.median_abs_error.unwrap_or(f64::NAN) * 100.0,
             v.within_25pct.unwrap_or(f64::NAN) * 100.0,
-            v.shapes_held,
-            v.shapes
-        ),
-        Some(v) if v.figures > 0 => format!(
-            "validated on training figures only: {} published figures, none held out; {} of {} shapes held",
-            v.figures, v.shapes_held, v.shapes
-        ),
-        Some(v) if v.shapes > 0 => format!(
-            "unvalidated: no published measurement (its procedure's screenshots hold none); {} of {} shapes held",
-            v.shapes_held, v.shapes
-        ),
-        Some(_) => "unvalidated: no published measurement".into(),
-        None => "unvalidated: a class preset, not one drive (no corpus)".into(),
+        )
+    } else if v.figures > 0 {
+        format!(
+            "validated on training figures only: {} published figures, none held out{shapes}",
+            v.figures
+        )
+    } else if v.shapes > 0 {
+        format!(
+            "unvalidated: no published measurement (its procedure's results are screenshots){shapes}"
+        )
+    } else {
+        "unvalidated: no published measurement".into()
     }
 }
 
