@@ -120,9 +120,10 @@ fn guest_run(
             .map_err(|e| BenchError::Io(format!("{}: {e}", keep.display())))?;
     }
     if g.incomplete.is_none() {
-        let (cmp, s) = compare_with_sim(sc, a.seed, &g, &trace_path, progress)?;
-        g.comparison = cmp;
-        g.sim = Some(Box::new(s));
+        let beside = compare_with_sim(sc, a.seed, &g, &trace_path, progress)?;
+        g.comparison = beside.comparison;
+        g.sim = Some(Box::new(beside.sim));
+        g.predicted = beside.predicted.map(Box::new);
     }
     Ok(g)
 }

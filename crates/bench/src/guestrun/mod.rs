@@ -165,6 +165,7 @@ pub fn run(
         tolerance: sc.tolerance,
         comparison: Vec::new(),
         sim: None,
+        predicted: None,
         incomplete,
         time_scale: o.time_scale.factor(),
         time_scale_reason: None,
