@@ -141,3 +141,26 @@ fn precondition_eta_is_from_the_measured_rate() {
     b.update_at(&p(1200), at(10_000));
     assert_eq!(b.shown().1, 1000);
 }
+
+/// A raw erase count is the mean rounded down, as a drive's integer
+/// counter holds it; the text says so beside the table, so that 150
+/// there and a mean of 150.70 in `ctl stats` do not look like a mistake.
+#[test]
+fn smart_says_raw_erase_counts_are_rounded_down() {
+    let p = Profile::load("crucial-m4-128").unwrap();
+    let c = vssd_model::Counters {
+        erase_count_avg: 150.7,
+        erase_count_max: 300,
+        ..Default::default()
+    };
+    let t = smart(&vssd_device::smart::report(&p, &c));
+    assert!(
+        t.lines()
+            .any(|l| l.starts_with("173 Wear_Leveling_Count") && l.ends_with(" 150")),
+        "{t}"
+    );
+    assert!(
+        t.contains("raw erase counts (173): the mean erase count rounded down"),
+        "{t}"
+    );
+}
