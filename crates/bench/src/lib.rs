@@ -182,6 +182,21 @@ pub struct RunArgs {
     pub trace: bool,
 }
 
+/// A job file's summary for `bench list`: the first sentence of its
+/// leading comment, however many lines it runs over.
+fn job_summary(text: &str) -> String {
+    let comment = text
+        .lines()
+        .map_while(|l| l.trim().strip_prefix(';'))
+        .map(str::trim)
+        .collect::<Vec<_>>()
+        .join(" ");
+    match comment.find(". ") {
+        Some(i) => comment[..=i].to_string(),
+        None => comment,
+    }
+}
+
 /// This host's name.
 pub fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -232,13 +247,7 @@ pub fn run(args: BenchArgs) -> Result<(), BenchError> {
             }
             t.push_str("job files (usable by name in any scenario):\n");
             for (n, text) in BUILTIN_JOBS {
-                let d = text
-                    .lines()
-                    .next()
-                    .unwrap_or("")
-                    .trim_start_matches(';')
-                    .trim();
-                t.push_str(&format!("  {n:<22} {d}\n"));
+                t.push_str(&format!("  {n:<22} {}\n", job_summary(text)));
             }
             vssd_common::cli_out::print(&t).map_err(BenchError::Output)
         }
@@ -282,5 +291,33 @@ pub fn run(args: BenchArgs) -> Result<(), BenchError> {
                 .join("\n");
             vssd_common::cli_out::print(&text).map_err(BenchError::Output)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `bench list` gives each job file's first sentence whole, not its
+    /// first line: every summary ends a sentence and closes its brackets.
+    #[test]
+    fn job_summaries_are_whole_sentences() {
+        for (n, text) in BUILTIN_JOBS {
+            let s = job_summary(text);
+            assert!(s.ends_with('.'), "{n}: {s:?}");
+            assert_eq!(s.matches('(').count(), s.matches(')').count(), "{n}: {s:?}");
+        }
+        let s = job_summary(
+            BUILTIN_JOBS
+                .iter()
+                .find(|j| j.0 == "random-write-4k.fio")
+                .unwrap()
+                .1,
+        );
+        assert_eq!(
+            s,
+            "Random 4 KiB writes at QD 32, one capacity's worth, without fio's random \
+             map (blocks may be hit twice, others not at all, as with IOMeter)."
+        );
     }
 }

@@ -317,8 +317,15 @@ pub struct BenchResults {
     pub tolerance: f64,
     /// Guest vs simulator per phase (guest runs with a simulator run).
     pub comparison: Vec<PhaseComparison>,
-    /// The simulator's run of the same scenario, with the guest's gaps replayed.
+    /// The simulator's run of the same scenario, with the guest's gaps
+    /// replayed (with a trace: the trace's requests replayed).
     pub sim: Option<Box<BenchResults>>,
+    /// With a replayed `sim`: the simulator's own run of the scenario's
+    /// job files and surface passes, with the guest's gaps (the
+    /// prediction, `comparison[].predicted`), its series and surfaces for
+    /// the charts. Without a trace `sim` is that run, and this is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted: Option<Box<BenchResults>>,
     /// The run stopped early (Ctrl-C, a failure): why.
     pub incomplete: Option<String>,
     /// Time dilation `K` of a guest run (`bench run --time-scale`): the

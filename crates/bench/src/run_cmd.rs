@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::progress::Progress;
+use crate::progress::{PhasePlan, Plan, Progress};
 use crate::results::{BenchResults, ExpectResult};
 use crate::scenario::{Overrides, PhaseKind, Scenario};
 use crate::sim_vs_guest::compare_with_sim;
@@ -54,18 +54,41 @@ pub(crate) fn run_cmd(a: RunArgs) -> Result<(), BenchError> {
     finish(&a, &r)
 }
 
-/// Bytes each phase of the simulator's run moves, host reads and writes:
-/// the same in the guest as in the simulator, whatever the guest's speed.
-fn phase_bytes(predicted: &BenchResults) -> Vec<u64> {
-    predicted
+/// The guest run's plan from the simulator's run `predicted`: each
+/// phase's drive time, its wall time at time scale `k` (the drive's time ×
+/// K; an idle phase's seconds, which the guest sleeps; a host-side phase's
+/// is this host's computing, not planned), the host bytes it
+/// moves (reads and writes: the same in the guest as in the simulator,
+/// whatever the guest's speed), and where the guest boots.
+fn plan(sc: &Scenario, predicted: &BenchResults, k: f64) -> Plan {
+    let boots: Vec<usize> = sc
+        .segments()
+        .into_iter()
+        .filter(|s| !sc.phases[s.start].kind.host_side())
+        .map(|s| s.start)
+        .collect();
+    let phases = predicted
         .phases
         .iter()
-        .map(|p| match (&p.counters_before, &p.counters_after) {
-            (Some(a), Some(b)) => (b.host_written_bytes + b.host_read_bytes)
-                .saturating_sub(a.host_written_bytes + a.host_read_bytes),
-            _ => 0,
+        .zip(&sc.phases)
+        .enumerate()
+        .map(|(i, (p, ph))| PhasePlan {
+            drive_s: p.model_s,
+            wall_s: match ph.kind {
+                _ if ph.kind.host_side() => 0.0,
+                PhaseKind::Idle { .. } => p.model_s,
+                _ => p.model_s * k,
+            },
+            bytes: match (&p.counters_before, &p.counters_after) {
+                (Some(a), Some(b)) => (b.host_written_bytes + b.host_read_bytes)
+                    .saturating_sub(a.host_written_bytes + a.host_read_bytes),
+                _ => 0,
+            },
+            boot_before: boots.contains(&i),
+            host_side: ph.kind.host_side(),
         })
-        .collect()
+        .collect();
+    Plan { phases, k }
 }
 
 /// The scenario in a guest, and the simulator beside it: the run's
@@ -77,8 +100,6 @@ fn guest_run(
     cancel: Arc<AtomicBool>,
     progress: &Progress,
 ) -> Result<BenchResults, BenchError> {
-    let expected_bytes = phase_bytes(predicted);
-    progress.plan(expected_bytes.iter().sum());
     let dir = tempfile::Builder::new()
         .prefix("vssd-bench-")
         .tempdir()
@@ -90,23 +111,12 @@ fn guest_run(
         AccelArg::Tcg => Accel::Tcg,
     };
     let (time_scale, time_scale_reason) = time_scale(a, sc, &exe, dir.path(), accel, progress)?;
+    progress.plan(plan(sc, predicted, time_scale.factor()));
     let opts = guestrun::GuestOptions {
         exe,
         dir: dir.path().to_path_buf(),
         timeout: Duration::from_secs(a.timeout),
         cancel,
-        // Wall time: the drive's time × K (idle phases: their seconds,
-        // the rest passes at once).
-        expected_s: predicted
-            .phases
-            .iter()
-            .zip(&sc.phases)
-            .map(|(p, ph)| match ph.kind {
-                PhaseKind::Idle { .. } => p.model_s,
-                _ => p.model_s * time_scale.factor(),
-            })
-            .collect(),
-        expected_bytes,
         accel: Some(accel),
         time_scale,
     };
@@ -120,9 +130,10 @@ fn guest_run(
             .map_err(|e| BenchError::Io(format!("{}: {e}", keep.display())))?;
     }
     if g.incomplete.is_none() {
-        let (cmp, s) = compare_with_sim(sc, a.seed, &g, &trace_path, progress)?;
-        g.comparison = cmp;
-        g.sim = Some(Box::new(s));
+        let beside = compare_with_sim(sc, a.seed, &g, &trace_path, progress)?;
+        g.comparison = beside.comparison;
+        g.sim = Some(Box::new(beside.sim));
+        g.predicted = beside.predicted.map(Box::new);
     }
     Ok(g)
 }

@@ -13,6 +13,19 @@ use crate::results::{BenchResults, PhaseComparison, PhaseResult};
 use crate::scenario::Scenario;
 use crate::simrun;
 
+/// The simulator beside guest run `g` (whose daemon traced every request
+/// into `trace`): the two compared phase by phase, the simulator's run
+/// compared (with a trace, its replay), and with a trace the prediction
+/// (the scenario's own jobs, with the guest's gaps) beside it.
+pub(crate) struct SimBeside {
+    /// Phase by phase.
+    pub comparison: Vec<PhaseComparison>,
+    /// The simulator's run compared.
+    pub sim: BenchResults,
+    /// The prediction, when `sim` is the trace's replay.
+    pub predicted: Option<BenchResults>,
+}
+
 /// The simulator's run of `sc` beside guest run `g` (whose daemon traced
 /// every request into `trace`), and the two compared phase by phase.
 pub(crate) fn compare_with_sim(
@@ -21,17 +34,20 @@ pub(crate) fn compare_with_sim(
     g: &BenchResults,
     trace: &Path,
     progress: &Progress,
-) -> Result<(Vec<PhaseComparison>, BenchResults), BenchError> {
+) -> Result<SimBeside, BenchError> {
     progress.say("simulating again with the guest's idle gaps between phases and bursts");
     let mut replay = simrun::Replay::of(g);
     let mut s = simrun::run(sc, seed, Some(&replay), &mut |_, _| {})?;
     let mut cmp = compare_runs(g, &s, sc.tolerance);
+    let mut predicted = None;
     let traced = vssd_trace::open(trace)
         .and_then(|r| vssd_trace::vssd::read(r, &trace.display().to_string()));
     match traced {
         Ok(f) if f.header.dropped == 0 && g.phases.iter().any(|p| p.trace_ns.is_some()) => {
             progress.say("and replaying the daemon's trace of the guest run, phase by phase");
-            cmp = compare_replayed(sc, seed, g, &f, &replay, &mut s, &cmp)?;
+            let (c, p) = compare_replayed(sc, seed, g, &f, &replay, &mut s, &cmp)?;
+            cmp = c;
+            predicted = Some(p);
         }
         other => {
             let why = match other {
@@ -47,7 +63,11 @@ pub(crate) fn compare_with_sim(
             cmp = pace_guest_bound(sc, seed, g, &mut replay, &mut s, cmp, progress)?;
         }
     }
-    Ok((cmp, s))
+    Ok(SimBeside {
+        comparison: cmp,
+        sim: s,
+        predicted,
+    })
 }
 
 /// Every fio, surface and trim phase replayed request by request from the
@@ -55,7 +75,7 @@ pub(crate) fn compare_with_sim(
 /// on whether the guest kept up. Whether it did (for the expectations)
 /// comes from `paced`, the comparison with the run at the drive's own
 /// pace, whose simulator run `s` (the simulator's prediction from the job
-/// files) is replaced by the replay and reported beside it.
+/// files) is replaced by the replay and reported beside it (returned).
 fn compare_replayed(
     sc: &Scenario,
     seed: u64,
@@ -64,7 +84,7 @@ fn compare_replayed(
     replay: &simrun::Replay,
     s: &mut BenchResults,
     paced: &[PhaseComparison],
-) -> Result<Vec<PhaseComparison>, BenchError> {
+) -> Result<(Vec<PhaseComparison>, BenchResults), BenchError> {
     let bound: Vec<String> = paced
         .iter()
         .filter(|c| c.guest_bound)
@@ -86,7 +106,7 @@ fn compare_replayed(
             .and_then(|i| traced.trace.get(i))
             .is_some_and(Option::is_some);
     }
-    Ok(cmp)
+    Ok((cmp, predicted))
 }
 
 /// The throughput figure compared between guest and simulator for a phase.

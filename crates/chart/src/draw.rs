@@ -15,6 +15,9 @@ pub struct Line {
     pub colour: RGBColor,
     /// Dashed (a simulator's line beside a guest's solid one).
     pub dashed: bool,
+    /// Its points drawn as crosses, unconnected (values shown only where
+    /// they differ from another line's).
+    pub markers: bool,
     /// Its points, (x, y); a NaN y breaks the line.
     pub points: Vec<(f64, f64)>,
 }
@@ -26,7 +29,24 @@ impl Line {
             label,
             colour,
             dashed: false,
+            markers: false,
             points,
+        }
+    }
+
+    /// A dashed line.
+    pub fn dashed(label: String, colour: RGBColor, points: Vec<(f64, f64)>) -> Line {
+        Line {
+            dashed: true,
+            ..Line::solid(label, colour, points)
+        }
+    }
+
+    /// Crosses at its points, unconnected.
+    pub fn markers(label: String, colour: RGBColor, points: Vec<(f64, f64)>) -> Line {
+        Line {
+            markers: true,
+            ..Line::solid(label, colour, points)
         }
     }
 
@@ -36,6 +56,7 @@ impl Line {
             label: self.label.clone(),
             colour: self.colour,
             dashed: self.dashed,
+            markers: self.markers,
         }
     }
 }
@@ -48,6 +69,8 @@ pub struct Legend {
     pub colour: RGBColor,
     /// Drawn dashed.
     pub dashed: bool,
+    /// Drawn as a cross.
+    pub markers: bool,
 }
 
 /// A chart of lines: header, axes, lines, legend.
@@ -179,7 +202,13 @@ pub fn draw_legend<DB: DrawingBackend>(
             filled: false,
             stroke_width: 3,
         };
-        if e.dashed {
+        if e.markers {
+            let style = ShapeStyle {
+                stroke_width: 2,
+                ..style
+            };
+            area.draw(&Cross::new((x + 15, y), 5, style))?;
+        } else if e.dashed {
             for dx in [0, 12, 24] {
                 area.draw(&PathElement::new(vec![(x + dx, y), (x + dx + 7, y)], style))?;
             }
@@ -328,7 +357,9 @@ pub fn draw_plot<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, plot: &Plot)
             stroke_width: 2,
         };
         let pts = pts.clone();
-        if pts.len() == 1 {
+        if l.markers {
+            chart.draw_series(pts.iter().map(|p| Cross::new(*p, 5, style)))?;
+        } else if pts.len() == 1 {
             chart.draw_series(pts.iter().map(|p| Circle::new(*p, 3, style.filled())))?;
         } else if l.dashed {
             chart.draw_series(DashedLineSeries::new(pts, 7, 5, style))?;
@@ -339,7 +370,7 @@ pub fn draw_plot<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, plot: &Plot)
     // A line drawn over exactly by a later one would vanish: ring its
     // points (a dozen at most) so it can be seen underneath.
     for (i, l) in plot.lines.iter().enumerate() {
-        if clamped[i].len() < 2 || !hidden_under_later(&clamped, i, y1 - y0) {
+        if l.markers || clamped[i].len() < 2 || !hidden_under_later(&clamped, i, y1 - y0) {
             continue;
         }
         let style = ShapeStyle {
@@ -417,6 +448,7 @@ mod tests {
                 label: format!("phase number {i}"),
                 colour: colour(i),
                 dashed: false,
+                markers: false,
             })
             .collect();
         let layout = legend_layout(&entries);

@@ -364,7 +364,8 @@ fn precondition(
     json: bool,
 ) -> Result<(), CtlError> {
     let names: Vec<String> = steps.iter().map(format::step_name).collect();
-    let bar = (!json && std::io::stderr().is_terminal()).then(|| format::precondition_bar(&names));
+    let mut bar =
+        (!json && std::io::stderr().is_terminal()).then(|| format::PreconditionBar::new(&names));
     let r: PreconditionResult = client.call_typed(
         &CtlRequest::Precondition {
             steps,
@@ -372,13 +373,13 @@ fn precondition(
             progress: true,
         },
         &mut |p| {
-            if let Some(b) = &bar {
-                format::update_bar(b, &p.progress);
+            if let Some(b) = &mut bar {
+                b.update(&p.progress);
             }
         },
     )?;
     if let Some(b) = bar {
-        b.finish_and_clear();
+        b.finish();
     }
     if json {
         print_json(&r)

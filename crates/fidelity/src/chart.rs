@@ -10,7 +10,7 @@ use crate::corpus::State;
 use crate::judge::PresetResult;
 use crate::text::pct;
 
-use vssd_chart::draw::{LEGEND_ROW, draw_header, text_style, to_svg};
+use vssd_chart::draw::{LEGEND_ROW, draw_header, text_style, text_width, to_svg};
 use vssd_chart::numfmt::truncate;
 use vssd_chart::{GRID, HEADER_H, INK, MUTED, PLOT_LEFT, colour};
 
@@ -36,6 +36,7 @@ pub fn of_preset(p: &PresetResult) -> Option<String> {
                 y: j.simulated?,
                 group: j.state.name(),
                 filled: j.held_out,
+                label: &j.figure,
             })
         })
         .collect();
@@ -67,6 +68,8 @@ pub struct ScatterPoint<'a> {
     pub group: &'a str,
     /// Drawn filled (held out) or hollow (training).
     pub filled: bool,
+    /// Its name beside it, where there is room.
+    pub label: &'a str,
 }
 
 /// The chart of one preset's figures: `groups` in legend order (`None`
@@ -149,6 +152,14 @@ pub fn validation(
                 chart.draw_series(std::iter::once(Circle::new((p.x, p.y), 5, style)))?;
             }
         }
+        let at: Vec<(i32, i32)> = pts
+            .iter()
+            .map(|p| chart.backend_coord(&(p.x, p.y)))
+            .collect();
+        let area = chart.plotting_area().get_pixel_range();
+        for (text, (x, y)) in place_labels(&pts, &at, &area) {
+            root.draw(&Text::new(text, (x, y), text_style(LABEL_FONT, &MUTED)))?;
+        }
         // Legend: one entry per state present, then the marker meanings.
         let mut x = 16;
         for g in &shown {
@@ -166,6 +177,60 @@ pub fn validation(
     })
 }
 
+/// Size of the points' names.
+const LABEL_FONT: u32 = 13;
+
+/// Where each point's name goes (text, top-left pixel): beside the point,
+/// right of it or else left, above, below, or at a corner, within the plot's `area`
+/// and clear of every point and of the names placed before it; the
+/// points furthest off the diagonal first, the names that do not fit left
+/// out (the text report lists every figure).
+fn place_labels(
+    pts: &[&ScatterPoint<'_>],
+    at: &[(i32, i32)],
+    area: &(std::ops::Range<i32>, std::ops::Range<i32>),
+) -> Vec<(String, (i32, i32))> {
+    let off = |p: &ScatterPoint<'_>| (p.y / p.x).ln().abs();
+    let mut order: Vec<usize> = (0..pts.len()).collect();
+    order.sort_by(|a, b| off(pts[*b]).total_cmp(&off(pts[*a])));
+    let h = LABEL_FONT as i32;
+    // Boxes taken: the points (radius 5 and a margin), then the names.
+    let mut taken: Vec<(i32, i32, i32, i32)> = at
+        .iter()
+        .map(|(x, y)| (x - 7, y - 7, x + 7, y + 7))
+        .collect();
+    let mut out = Vec::new();
+    for i in order {
+        let text = truncate(pts[i].label, 28);
+        let w = text_width(&text, LABEL_FONT);
+        let (px, py) = at[i];
+        let spots = [
+            (px + 9, py - h / 2),
+            (px - 9 - w, py - h / 2),
+            (px - w / 2, py - 9 - h),
+            (px - w / 2, py + 9),
+            (px + 7, py - 7 - h),
+            (px + 7, py + 7),
+            (px - 7 - w, py - 7 - h),
+            (px - 7 - w, py + 7),
+        ];
+        let clear = |(x, y): (i32, i32)| {
+            x >= area.0.start
+                && x + w <= area.0.end
+                && y >= area.1.start
+                && y + h <= area.1.end
+                && taken
+                    .iter()
+                    .all(|b| x + w <= b.0 || x >= b.2 || y + h <= b.1 || y >= b.3)
+        };
+        if let Some((x, y)) = spots.into_iter().find(|s| clear(*s)) {
+            taken.push((x - 2, y - 1, x + w + 2, y + h + 1));
+            out.push((text, (x, y)));
+        }
+    }
+    out
+}
+
 /// Axis labels on a log scale: 0.5, 20, 3k, 40k.
 fn short(v: f64) -> String {
     if v >= 10_000.0 {
@@ -176,5 +241,59 @@ fn short(v: f64) -> String {
         format!("{v:.0}")
     } else {
         format!("{v:.1}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Names go beside their points without covering another point or
+    /// name; where not all fit, the point furthest off the diagonal keeps
+    /// its name.
+    #[test]
+    fn names_do_not_collide_and_the_furthest_off_comes_first() {
+        let p = |x: f64, y: f64, label| ScatterPoint {
+            x,
+            y,
+            group: "fresh",
+            filled: true,
+            label,
+        };
+        // Three points in a row 10 px apart: room for one name beside
+        // them, the one 4× off.
+        let pts = [
+            p(100.0, 101.0, "on"),
+            p(100.0, 400.0, "off"),
+            p(100.0, 110.0, "near"),
+        ];
+        let refs: Vec<&ScatterPoint<'_>> = pts.iter().collect();
+        let at = [(100, 100), (100, 110), (100, 120)];
+        let placed = place_labels(&refs, &at, &(0..130, 0..400));
+        assert_eq!(
+            placed.first().map(|l| l.0.as_str()),
+            Some("off"),
+            "{placed:?}"
+        );
+        let h = LABEL_FONT as i32;
+        let boxes: Vec<(i32, i32, i32, i32)> = placed
+            .iter()
+            .map(|(t, (x, y))| (*x, *y, x + text_width(t, LABEL_FONT), y + h))
+            .collect();
+        for (i, a) in boxes.iter().enumerate() {
+            for (px, py) in at {
+                assert!(
+                    !(px > a.0 && px < a.2 && py > a.1 && py < a.3),
+                    "{placed:?} covers ({px}, {py})"
+                );
+            }
+            for b in &boxes[i + 1..] {
+                assert!(
+                    a.2 <= b.0 || b.2 <= a.0 || a.3 <= b.1 || b.3 <= a.1,
+                    "{placed:?}"
+                );
+            }
+            assert!(a.0 >= 0 && a.2 <= 130, "{placed:?} outside the plot");
+        }
     }
 }

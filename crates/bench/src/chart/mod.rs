@@ -7,7 +7,9 @@
 //! - [`drive`]: write amplification and free blocks over the run, with the
 //!   phases marked;
 //! - [`sim_vs_guest_throughput`], [`sim_vs_guest_surfaces`]: the guest's
-//!   lines solid and the simulator's dashed, one colour per phase.
+//!   lines solid and the simulator's prediction dashed, one colour per
+//!   phase, and the replayed trace as crosses where it differs from the
+//!   guest.
 //!
 //! Charts are 800×450 SVG documents. Text is left to the viewer's
 //! `sans-serif` font (plotters' naive layout, no system fonts needed), and
@@ -15,32 +17,18 @@
 //! colour-vision deficiencies. Any data draws: non-finite values are left
 //! out, empty inputs give no chart (`None`).
 
-use plotters::prelude::*;
-
 pub use vssd_chart::Chart;
 use vssd_chart::draw::*;
-use vssd_chart::numfmt::{fmt_bytes, truncate};
-use vssd_chart::{GRID, HEADER_H, HEIGHT, INK, MUTED, PALETTE, PLOT_LEFT, WIDTH, colour};
+use vssd_chart::numfmt::fmt_bytes;
+use vssd_chart::{INK, colour};
 
 use super::results::{BenchResults, Mode, PhaseResult};
 
-/// Write amplification over time, only where the host wrote since the
-/// previous sample: an idle or read-only stretch has none (not 0), so the
-/// line breaks there (a NaN point splits it).
-fn waf_points(samples: &[super::results::DriveSample]) -> Vec<(f64, f64)> {
-    let mut waf: Vec<(f64, f64)> = Vec::new();
-    let mut prev_host: Option<u64> = None;
-    for s in samples {
-        let wrote = prev_host.is_none_or(|h| s.host_written_bytes > h);
-        prev_host = Some(s.host_written_bytes);
-        if wrote && s.waf.is_finite() && s.waf > 0.0 {
-            waf.push((s.t_s, s.waf));
-        } else if waf.last().is_some_and(|p| p.1.is_finite()) {
-            waf.push((s.t_s, f64::NAN));
-        }
-    }
-    waf
-}
+mod caption;
+mod drive;
+
+use caption::subtitle;
+pub use drive::drive;
 
 /// Every chart of a run: its own, and with a simulator run attached, the
 /// overlays and the simulator's own charts (prefixed `sim-`).
@@ -80,7 +68,7 @@ pub fn throughput(r: &BenchResults) -> Option<Chart> {
     let plot = Plot {
         title: title.clone(),
         subtitle: subtitle(r),
-        x_desc: "Time into the phase (s)".into(),
+        x_desc: series_x_desc(r),
         y_desc: format!("{} (MB/s)", direction_word(r, Kind::Series)),
         legend: lines.iter().map(Line::legend).collect(),
         lines,
@@ -109,9 +97,11 @@ pub fn runs_throughput(runs: &[&BenchResults]) -> Option<Chart> {
                 if let Some(d) = dir {
                     label = format!("{label} ({d})");
                 }
-                let mut l = Line::solid(label, colour(i), pts);
-                l.dashed = dir == Some("read");
-                lines.push(l);
+                lines.push(if dir == Some("read") {
+                    Line::dashed(label, colour(i), pts)
+                } else {
+                    Line::solid(label, colour(i), pts)
+                });
             }
         }
     }
@@ -154,7 +144,7 @@ pub fn runs_throughput(runs: &[&BenchResults]) -> Option<Chart> {
     let plot = Plot {
         title: title.clone(),
         subtitle,
-        x_desc: "Time into the phase (s)".into(),
+        x_desc: "Time into the phase (drive s)".into(),
         y_desc: format!("{y_word} (MB/s)"),
         legend: lines.iter().map(Line::legend).collect(),
         lines,
@@ -185,19 +175,18 @@ pub fn surfaces(r: &BenchResults) -> Option<Chart> {
     render("surface.svg", title, &plot)
 }
 
-/// The guest's series (solid) and the simulator's (dashed), phase by phase
-/// (`sim-vs-guest-throughput.svg`); `None` without a simulator run or
-/// without a phase that has a series in both.
+/// The guest's series (solid) and the simulator's prediction (dashed),
+/// phase by phase, with the replayed trace's points where they differ
+/// from the guest's (`sim-vs-guest-throughput.svg`); `None` without a
+/// simulator run or without a phase that has a series in both.
 pub fn sim_vs_guest_throughput(r: &BenchResults) -> Option<Chart> {
-    let sim = r.sim.as_deref()?;
-    overlay(r, sim, "sim-vs-guest-throughput.svg", Kind::Series)
+    overlay(r, "sim-vs-guest-throughput.svg", Kind::Series)
 }
 
-/// The guest's surfaces (solid) and the simulator's (dashed)
-/// (`sim-vs-guest-surface.svg`).
+/// The guest's surfaces (solid), the simulator's prediction (dashed), the
+/// replayed trace where it differs (crosses) (`sim-vs-guest-surface.svg`).
 pub fn sim_vs_guest_surfaces(r: &BenchResults) -> Option<Chart> {
-    let sim = r.sim.as_deref()?;
-    overlay(r, sim, "sim-vs-guest-surface.svg", Kind::Surface)
+    overlay(r, "sim-vs-guest-surface.svg", Kind::Surface)
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -206,7 +195,36 @@ enum Kind {
     Surface,
 }
 
-fn overlay(r: &BenchResults, sim: &BenchResults, file: &str, kind: Kind) -> Option<Chart> {
+/// `y` of the line through `pts` (sorted by x) at `x`, flat beyond its ends.
+fn y_at(pts: &[(f64, f64)], x: f64) -> Option<f64> {
+    let i = pts.partition_point(|p| p.0 < x);
+    match (i.checked_sub(1).and_then(|j| pts.get(j)), pts.get(i)) {
+        (Some(a), Some(b)) if b.0 > a.0 => Some(a.1 + (b.1 - a.1) * (x - a.0) / (b.0 - a.0)),
+        (_, Some(b)) => Some(b.1),
+        (Some(a), None) => Some(a.1),
+        (None, None) => None,
+    }
+}
+
+/// The points of `replayed` more than `tol` away from the guest's line.
+fn differing(guest: &[(f64, f64)], replayed: &[(f64, f64)], tol: f64) -> Vec<(f64, f64)> {
+    let mut g = guest.to_vec();
+    g.sort_by(|a, b| a.0.total_cmp(&b.0));
+    replayed
+        .iter()
+        .copied()
+        .filter(|(x, y)| y_at(&g, *x).is_some_and(|gy| (y - gy).abs() > tol))
+        .collect()
+}
+
+/// The guest's lines against the simulator's prediction (the run of the
+/// scenario's own jobs: `predicted`, or `sim` when it is not a replay),
+/// and against the trace's replay only where it differs from the guest:
+/// the replay reproduces the guest's completions by construction, so
+/// drawn whole it would hide under the guest's line.
+fn overlay(r: &BenchResults, file: &str, kind: Kind) -> Option<Chart> {
+    let prediction = r.predicted.as_deref().or(r.sim.as_deref())?;
+    let replay = r.predicted.as_ref().and(r.sim.as_deref());
     let axis = PositionAxis::new(r.capacity);
     let get = |p: &PhaseResult| -> Vec<DirLine> {
         match kind {
@@ -217,13 +235,25 @@ fn overlay(r: &BenchResults, sim: &BenchResults, file: &str, kind: Kind) -> Opti
                 .collect(),
         }
     };
+    let y_max = r
+        .phases
+        .iter()
+        .flat_map(|p| {
+            get(p)
+                .into_iter()
+                .flat_map(|(_, l)| l.into_iter().map(|q| q.1))
+        })
+        .filter(|v| v.is_finite())
+        .fold(0.0, f64::max);
     let mut lines = Vec::new();
     let mut legend = Vec::new();
+    let mut any_replay = false;
     for p in &r.phases {
-        let Some(s) = sim.phase(&p.name) else {
+        let Some(s) = prediction.phase(&p.name) else {
             continue;
         };
         let sim_lines = get(s);
+        let replay_lines = replay.and_then(|x| x.phase(&p.name)).map(get);
         for (dir, pts) in get(p) {
             let Some((_, sim_pts)) = sim_lines.iter().find(|(d, _)| *d == dir) else {
                 continue;
@@ -237,14 +267,19 @@ fn overlay(r: &BenchResults, sim: &BenchResults, file: &str, kind: Kind) -> Opti
                 label: label.clone(),
                 colour: c,
                 dashed: false,
+                markers: false,
             });
+            let off = replay_lines
+                .as_ref()
+                .and_then(|v| v.iter().find(|(d, _)| *d == dir))
+                .map(|(_, rp)| differing(&pts, rp, 0.02 * y_max))
+                .unwrap_or_default();
             lines.push(Line::solid(label.clone(), c, pts));
-            lines.push(Line {
-                label,
-                colour: c,
-                dashed: true,
-                points: sim_pts.clone(),
-            });
+            lines.push(Line::dashed(label.clone(), c, sim_pts.clone()));
+            if !off.is_empty() {
+                any_replay = true;
+                lines.push(Line::markers(label, c, off));
+            }
         }
     }
     if lines.is_empty() {
@@ -254,20 +289,27 @@ fn overlay(r: &BenchResults, sim: &BenchResults, file: &str, kind: Kind) -> Opti
         label: "guest".into(),
         colour: INK,
         dashed: false,
+        markers: false,
     });
     legend.push(Legend {
-        label: "simulator".into(),
+        label: "simulator's prediction".into(),
         colour: INK,
         dashed: true,
+        markers: false,
     });
+    if any_replay {
+        legend.push(Legend {
+            label: "trace replayed, where not as the guest".into(),
+            colour: INK,
+            dashed: false,
+            markers: true,
+        });
+    }
     let (what, x_desc) = match kind {
-        Kind::Series => (
-            "throughput per phase".to_string(),
-            "Time into the phase (s)".to_string(),
-        ),
+        Kind::Series => ("throughput per phase".to_string(), series_x_desc(r)),
         Kind::Surface => ("surface".to_string(), axis.desc()),
     };
-    let title = format!("{}: simulator vs guest, {what}", r.scenario);
+    let title = format!("{}: simulator's prediction vs guest, {what}", r.scenario);
     let plot = Plot {
         title: title.clone(),
         subtitle: subtitle(r),
@@ -278,6 +320,19 @@ fn overlay(r: &BenchResults, sim: &BenchResults, file: &str, kind: Kind) -> Opti
         x_end: (kind == Kind::Surface).then(|| axis.end()).flatten(),
     };
     render(file, title, &plot)
+}
+
+/// The throughput charts' x axis: time into the phase, in the drive's
+/// time (a dilated guest run's series are converted to it).
+fn series_x_desc(r: &BenchResults) -> String {
+    match r.mode {
+        Mode::Guest if r.time_scale != 1.0 => format!(
+            "Time into the phase (drive s; wall clock ÷ {})",
+            r.time_scale
+        ),
+        Mode::Guest => "Time into the phase (s)".into(),
+        Mode::Sim => "Time into the phase (model s)".into(),
+    }
 }
 
 /// A line of a phase: its direction (`write`, `read`; `None` when the
@@ -387,33 +442,6 @@ fn surface_title(r: &BenchResults) -> String {
     }
 }
 
-/// "profile P · 1 GiB · virtio · guest (kvm, Linux 6.1)" or "... · simulator".
-pub(crate) fn subtitle(r: &BenchResults) -> String {
-    let mut parts = vec![format!("profile {}", r.profile), fmt_bytes(r.capacity)];
-    match r.mode {
-        Mode::Guest => {
-            parts.push(format!("{} bus", r.bus.name()));
-            let mut how = Vec::new();
-            if let Some(a) = &r.environment.accel {
-                how.push(a.clone());
-            }
-            if let Some(k) = &r.environment.guest_kernel {
-                how.push(format!("Linux {k}"));
-            }
-            if how.is_empty() {
-                parts.push("guest".into());
-            } else {
-                parts.push(format!("guest ({})", how.join(", ")));
-            }
-        }
-        Mode::Sim => parts.push("simulator (model time)".into()),
-    }
-    if r.incomplete.is_some() {
-        parts.push("INCOMPLETE".into());
-    }
-    parts.join(" · ")
-}
-
 /// Where along the drive a surface point is: GiB or MiB from the start,
 /// or % of capacity when the capacity is unknown.
 struct PositionAxis {
@@ -470,208 +498,8 @@ impl PositionAxis {
     }
 }
 
-/// WAF and free blocks over the run, one panel each, phases marked
-/// (`drive.svg`).
-pub fn drive(r: &BenchResults) -> Option<Chart> {
-    let samples: Vec<_> = r
-        .samples
-        .iter()
-        .filter(|s| s.t_s.is_finite() && s.t_s.abs() <= 1e15)
-        .copied()
-        .collect();
-    if samples.is_empty() {
-        return None;
-    }
-    // Phase spans: (start, end, phase index), from the samples' phase tags.
-    let mut spans: Vec<(f64, f64, usize)> = Vec::new();
-    for s in &samples {
-        match spans.last_mut() {
-            Some(last) if last.2 == s.phase => last.1 = s.t_s,
-            Some(last) => {
-                last.1 = s.t_s;
-                spans.push((s.t_s, s.t_s, s.phase));
-            }
-            None => spans.push((s.t_s, s.t_s, s.phase)),
-        }
-    }
-    let phase_name = |i: usize| {
-        r.phases
-            .get(i)
-            .map(|p| p.name.clone())
-            .unwrap_or_else(|| format!("phase {i}"))
-    };
-    let waf = waf_points(&samples);
-    let free: Vec<(f64, f64)> = samples
-        .iter()
-        .map(|s| (s.t_s, s.free_blocks as f64))
-        .collect();
-    let total = samples.iter().map(|s| s.total_blocks).max().unwrap_or(0);
-
-    let title = format!("{}: write amplification and free blocks", r.scenario);
-    let sub = subtitle(r);
-    let svg = to_svg(|root| {
-        let (header, body) = root.split_vertically(HEADER_H);
-        draw_header(&header, &title, &sub)?;
-        let (top, bottom) = body.split_vertically((HEIGHT - HEADER_H) * 45 / 100);
-        let (x0, x1) = x_range(samples.iter().map(|s| s.t_s));
-        let (_, waf_hi) = range(
-            waf.iter()
-                .map(|p| p.1)
-                .filter(|v| v.is_finite())
-                .chain([1.0]),
-            true,
-        );
-        let free_hi = if total > 0 {
-            total as f64
-        } else {
-            range(free.iter().map(|p| p.1), true).1
-        };
-        let xs = x1 - x0;
-        let xf = move |v: &f64| tick(*v, xs);
-        let blank = |_: &f64| String::new();
-        let free_desc = if total > 0 {
-            format!("Free blocks (of {total})")
-        } else {
-            "Free blocks".to_string()
-        };
-        let panels = [
-            (&top, waf_hi, "WAF", waf.as_slice(), PALETTE[1], false),
-            (
-                &bottom,
-                free_hi,
-                free_desc.as_str(),
-                free.as_slice(),
-                PALETTE[0],
-                true,
-            ),
-        ];
-        let mut label_at = Vec::new();
-        for (area, hi, desc, pts, c, is_bottom) in panels {
-            let ys = hi;
-            let yf = move |v: &f64| tick(*v, ys);
-            let mut chart = ChartBuilder::on(area)
-                .margin_top(if is_bottom { 4 } else { 24 })
-                .margin_right(28)
-                .margin_left(8)
-                .x_label_area_size(if is_bottom { 46 } else { 4 })
-                .y_label_area_size(PLOT_LEFT as u32 - 8)
-                .build_cartesian_2d(x0..x1, 0.0..hi)?;
-            // Every other phase shaded, so each phase's span is visible.
-            for (k, (a, b, _)) in spans.iter().enumerate() {
-                if k % 2 == 1 {
-                    chart.draw_series(std::iter::once(Rectangle::new(
-                        [(*a, 0.0), (*b, hi)],
-                        RGBColor(0, 0, 0).mix(0.045).filled(),
-                    )))?;
-                }
-            }
-            let mut mesh = chart.configure_mesh();
-            mesh.y_desc(desc)
-                .x_labels(10)
-                .y_labels(5)
-                .y_label_formatter(&yf)
-                .label_style(text_style(16, &INK))
-                .axis_desc_style(text_style(17, &INK))
-                .bold_line_style(GRID)
-                .light_line_style(TRANSPARENT)
-                .axis_style(MUTED);
-            if is_bottom {
-                mesh.x_desc("Time since the start of the run (s)")
-                    .x_label_formatter(&xf);
-            } else {
-                mesh.x_label_formatter(&blank);
-            }
-            mesh.draw()?;
-            for (a, _, _) in spans.iter().skip(1) {
-                chart.draw_series(DashedLineSeries::new(
-                    [(*a, 0.0), (*a, hi)],
-                    4,
-                    4,
-                    MUTED.stroke_width(1),
-                ))?;
-            }
-            let style = ShapeStyle {
-                color: c.to_rgba(),
-                filled: false,
-                stroke_width: 2,
-            };
-            for segment in pts.split(|p| !p.1.is_finite()) {
-                let seg = clamp_points(segment, (x0, x1), (0.0, hi));
-                if seg.len() == 1 {
-                    chart.draw_series(seg.iter().map(|p| Circle::new(*p, 3, style.filled())))?;
-                } else if seg.len() > 1 {
-                    chart.draw_series(LineSeries::new(seg, style))?;
-                }
-            }
-            if !is_bottom {
-                label_at = spans
-                    .iter()
-                    .map(|(a, b, i)| {
-                        let (px0, py) = chart.backend_coord(&(*a, hi));
-                        let (px1, _) = chart.backend_coord(&(*b, hi));
-                        (px0, px1, py, *i)
-                    })
-                    .collect();
-            }
-        }
-        // Phase names above the top panel: at the start of the phase, or
-        // further right within it, on one of two rows; left out when
-        // neither fits.
-        let mut row_end = [i32::MIN; 2];
-        for (px0, px1, py, i) in label_at {
-            let name = truncate(&phase_name(i), 18);
-            let w = text_width(&name, 14);
-            let start = px0 + 3;
-            let limit = (px1 - 3).max(start + w).min(WIDTH as i32 - 4);
-            let Some((row, x)) = (0..2)
-                .map(|k| (k, start.max(row_end[k].saturating_add(8))))
-                .find(|(_, x)| x + w <= limit)
-            else {
-                continue;
-            };
-            row_end[row] = x + w;
-            let y = py - 22 + row as i32 * 11;
-            root.draw(&Text::new(name, (x, y), text_style(14, &MUTED)))?;
-        }
-        Ok(())
-    })?;
-    Some(Chart {
-        file_name: "drive.svg".into(),
-        title,
-        svg,
-    })
-}
-
 #[cfg(test)]
 mod tests {
-    use super::super::results::DriveSample;
-
-    #[test]
-    fn write_amplification_breaks_where_the_host_did_not_write() {
-        let at = |t: f64, waf: f64, host: u64| DriveSample {
-            t_s: t,
-            phase: 0,
-            waf,
-            free_blocks: 0,
-            total_blocks: 0,
-            host_written_bytes: host,
-            nand_bytes_programmed: 0,
-        };
-        // Writing, then idle (no new host bytes, waf 0), then writing again.
-        let pts = super::waf_points(&[
-            at(0.0, 1.5, 10),
-            at(1.0, 2.0, 20),
-            at(2.0, 0.0, 20),
-            at(3.0, 0.0, 20),
-            at(4.0, 3.0, 30),
-        ]);
-        assert_eq!(pts.len(), 4, "{pts:?}");
-        assert_eq!(pts[..2], [(0.0, 1.5), (1.0, 2.0)]);
-        assert!(pts[2].1.is_nan(), "one break for the idle stretch: {pts:?}");
-        assert_eq!(pts[3], (4.0, 3.0));
-        assert!(pts.iter().all(|p| p.1 != 0.0));
-    }
-
     use super::*;
 
     /// Several runs in one chart: a line per run and phase with a

@@ -58,6 +58,7 @@ impl Run<'_> {
             .iter()
             .any(|p| matches!(p.kind, PhaseKind::PowerCut { .. }))
             .then(|| PowerWatch::start(self.serve));
+        self.progress.booting(seg.start, seg.end.saturating_sub(1));
         let never = Arc::new(AtomicBool::new(false));
         let power_lost = watch.as_ref().map_or(never, |w| w.lost.clone());
         let run = Guest::new()

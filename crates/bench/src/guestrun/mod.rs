@@ -49,10 +49,6 @@ pub struct GuestOptions {
     pub timeout: Duration,
     /// Set by Ctrl-C.
     pub cancel: Arc<AtomicBool>,
-    /// Expected duration of each phase (from a simulator run), s.
-    pub expected_s: Vec<f64>,
-    /// Host bytes each phase moves (from the same simulator run).
-    pub expected_bytes: Vec<u64>,
     /// Accelerator (None: detect).
     pub accel: Option<Accel>,
     /// Time dilation: `vssd serve --time-scale K`; every figure the guest
@@ -165,6 +161,7 @@ pub fn run(
         tolerance: sc.tolerance,
         comparison: Vec::new(),
         sim: None,
+        predicted: None,
         incomplete,
         time_scale: o.time_scale.factor(),
         time_scale_reason: None,
@@ -243,13 +240,7 @@ impl Run<'_> {
     fn begin(&self, i: usize) {
         let p = &self.sc.phases[i];
         self.sampler.set_phase(i);
-        self.progress.begin(
-            i,
-            &p.name,
-            p.kind.name(),
-            self.o.expected_s.get(i).copied(),
-            self.o.expected_bytes.get(i).copied(),
-        );
+        self.progress.begin(i, &p.name, p.kind.name());
     }
 
     /// Host-side phase `i` (secure erase, precondition, power-on) through

@@ -37,11 +37,12 @@ impl Sampler {
             );
             let bar = progress.clone();
             std::thread::spawn(move || {
-                let mut last: Option<Counters> = None;
+                let mut last: Option<(Counters, Instant)> = None;
                 while !stop.load(Ordering::SeqCst) {
                     if let Ok(r) = vssd_ctl::stats(&control) {
+                        let now = Instant::now();
                         let c = r.counters;
-                        let prev = last.clone().unwrap_or_else(|| c.clone());
+                        let (prev, prev_at) = last.clone().unwrap_or_else(|| (c.clone(), now));
                         let s = sample(
                             phase_now.load(Ordering::SeqCst),
                             start.elapsed().as_secs_f64(),
@@ -50,11 +51,11 @@ impl Sampler {
                         );
                         bar.rate(
                             (c.host_written_bytes + c.host_read_bytes)
-                                .saturating_sub(prev.host_written_bytes + prev.host_read_bytes)
-                                as f64,
+                                .saturating_sub(prev.host_written_bytes + prev.host_read_bytes),
+                            now.duration_since(prev_at).as_secs_f64(),
                         );
                         samples.lock().unwrap_or_else(|e| e.into_inner()).push(s);
-                        last = Some(c);
+                        last = Some((c, now));
                     }
                     std::thread::sleep(Duration::from_secs(1));
                 }

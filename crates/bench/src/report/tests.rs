@@ -137,6 +137,8 @@ fn svgs_parse_and_draw_the_phases() {
     let (texts, _) = svg_summary(&read(dir.path(), "throughput.svg"));
     assert!(texts.iter().any(|t| t == "random"));
     assert!(texts.iter().any(|t| t == "Time into the phase (s)"));
+    let (texts, _) = svg_summary(&read(dir.path(), "sim-throughput.svg"));
+    assert!(texts.iter().any(|t| t == "Time into the phase (model s)"));
     let (texts, _) = svg_summary(&read(dir.path(), "drive.svg"));
     assert!(texts.iter().any(|t| t == "WAF"));
     assert!(texts.iter().any(|t| t.starts_with("Free blocks (of 4096)")));
@@ -146,11 +148,74 @@ fn svgs_parse_and_draw_the_phases() {
     );
     let overlay = read(dir.path(), "sim-vs-guest-surface.svg");
     let (texts, _) = svg_summary(&overlay);
-    for want in ["fresh", "used", "trimmed", "guest", "simulator"] {
+    for want in ["fresh", "used", "trimmed", "guest"] {
         assert!(texts.iter().any(|t| t == want), "overlay lacks {want:?}");
     }
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.starts_with("simulator") && t.ends_with("prediction")),
+        "{texts:?}"
+    );
     let (texts, _) = svg_summary(&read(dir.path(), "sim-surface.svg"));
     assert!(texts.iter().any(|t| t.contains("simulator (model time)")));
+}
+
+/// Every phase of `drive.svg` is named: over its span where the name fits
+/// there, else by its number there and its name in the key under the
+/// chart; the last, shortest phase too.
+#[test]
+fn drive_chart_names_every_phase() {
+    let r = testdata::trim_recovery();
+    let c = crate::chart::drive(&r).unwrap();
+    let (texts, _) = svg_summary(&c.svg);
+    let key = texts
+        .iter()
+        .find(|t| t.starts_with("Phases: "))
+        .unwrap_or_else(|| panic!("no key: {texts:?}"));
+    for (i, p) in r.phases.iter().enumerate() {
+        let num = (i + 1).to_string();
+        let keyed = key.contains(&format!("{num} {}", p.name));
+        let own = texts.contains(&p.name);
+        assert!(own != keyed, "{}: own label {own}, keyed {keyed}", p.name);
+        if keyed {
+            assert!(texts.contains(&num), "{} keyed but not numbered", p.name);
+        }
+    }
+    let last = r.phases.len().to_string();
+    assert!(
+        texts.contains(&last),
+        "the last phase unlabelled: {texts:?}"
+    );
+}
+
+/// With a replayed trace, the overlay draws the guest against the
+/// prediction, and the replay only where it is not as the guest (here one
+/// burst of the used surface), as crosses.
+#[test]
+fn the_overlay_draws_the_prediction_and_the_replay_where_it_differs() {
+    let mut r = testdata::trim_recovery();
+    let mut replay = r.clone();
+    replay.sim = None;
+    replay.mode = crate::results::Mode::Sim;
+    r.predicted = r.sim.take();
+    r.sim = Some(Box::new(replay.clone()));
+    let c = crate::chart::sim_vs_guest_surfaces(&r).unwrap();
+    let (texts, _) = svg_summary(&c.svg);
+    assert!(
+        !texts.iter().any(|t| t.starts_with("trace replayed")),
+        "a replay as the guest is not drawn"
+    );
+    let used = replay.phases.iter_mut().find(|p| p.name == "used").unwrap();
+    used.surface.as_mut().unwrap().points[0].bytes_s = 2e6;
+    r.sim = Some(Box::new(replay));
+    let c = crate::chart::sim_vs_guest_surfaces(&r).unwrap();
+    let (texts, _) = svg_summary(&c.svg);
+    assert!(
+        texts.iter().any(|t| t.starts_with("trace replayed")),
+        "{texts:?}"
+    );
+    assert!(c.title.contains("prediction"), "{}", c.title);
 }
 
 #[test]

@@ -175,6 +175,7 @@ pub fn run(
         tolerance: sc.tolerance,
         comparison: Vec::new(),
         sim: None,
+        predicted: None,
         incomplete: None,
         time_scale: 1.0,
         time_scale_reason: None,

@@ -13,9 +13,12 @@ mod stats;
 #[cfg(test)]
 mod tests;
 
+use std::time::{Duration, Instant};
+
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::protocol::{PreconditionResult, Progress, Step, TrimRecord};
+use vssd_common::eta::{Rate, fmt_duration};
 use vssd_profile::size::format_size;
 
 pub use faults::{fault, fault_count, faults, lost_writes, power, power_cut};
@@ -121,24 +124,68 @@ pub fn step_name(s: &Step) -> String {
     }
 }
 
-/// A progress bar for a precondition of `names` steps.
-pub fn precondition_bar(names: &[String]) -> ProgressBar {
-    let b = ProgressBar::new(1);
-    if let Ok(s) = ProgressStyle::with_template(
-        "{prefix} {wide_bar} {bytes}/{total_bytes} written in model time [{elapsed_precise}, eta {eta}]",
-    ) {
-        b.set_style(s);
-    }
-    b.set_prefix(names.join(", then "));
-    b
+/// A precondition's progress on a terminal: the bytes its steps have
+/// written of their total (requests to the model, which ages the drive in
+/// its own time, as fast as this host computes it), the wall time so far,
+/// and an ETA from the rate measured over the last 3 s (none before a
+/// second's worth: the steps run at different rates, a fill faster than
+/// random writes, so a whole-run average would promise too little).
+pub struct PreconditionBar {
+    bar: ProgressBar,
+    rate: Rate,
 }
 
-/// Show `p` on `bar`.
-pub fn update_bar(bar: &ProgressBar, p: &Progress) {
-    if bar.length() != Some(p.total_bytes) {
-        bar.set_length(p.total_bytes);
+impl PreconditionBar {
+    /// A bar for the steps `names`.
+    pub fn new(names: &[String]) -> PreconditionBar {
+        let bar = ProgressBar::new(1);
+        if let Ok(s) = ProgressStyle::with_template(
+            "{prefix} {wide_bar} {bytes}/{total_bytes} written [{elapsed} wall, {msg}]",
+        ) {
+            bar.set_style(s);
+        }
+        bar.set_prefix(names.join(", then "));
+        bar.set_message(eta_text(None));
+        PreconditionBar {
+            bar,
+            rate: Rate::new(Duration::from_secs(3)),
+        }
     }
-    bar.set_position(p.done_bytes);
+
+    /// Show `p`, reported now.
+    pub fn update(&mut self, p: &Progress) {
+        self.update_at(p, Instant::now());
+    }
+
+    fn update_at(&mut self, p: &Progress, at: Instant) {
+        if self.bar.length() != Some(p.total_bytes) {
+            self.bar.set_length(p.total_bytes);
+        }
+        let done = p.done_bytes.min(p.total_bytes);
+        self.bar.set_position(done);
+        self.rate.record(at, done as f64);
+        self.bar
+            .set_message(eta_text(self.rate.time_left((p.total_bytes - done) as f64)));
+    }
+
+    /// The bar's message and position now.
+    #[cfg(test)]
+    fn shown(&self) -> (String, u64) {
+        (self.bar.message(), self.bar.position())
+    }
+
+    /// Done: the bar goes.
+    pub fn finish(self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+/// "ETA 12s" at a measured rate, "ETA: measuring" before one.
+fn eta_text(left: Option<Duration>) -> String {
+    match left {
+        Some(d) => format!("ETA {}", fmt_duration(d)),
+        None => "ETA: measuring".into(),
+    }
 }
 
 /// The `ctl precondition` text.

@@ -74,6 +74,22 @@ pub fn smart(r: &vssd_device::smart::SmartReport) -> String {
             .unwrap_or_else(|| "---".into());
         let _ = writeln!(o, "{:>3} {:<25} {v:>5} {v:>5} {}", a.id, a.name, a.raw_text);
     }
+    // A drive counts erases in whole numbers; `ctl stats` has the mean
+    // the raw values are taken from, with its decimals.
+    let rounded: Vec<String> = r
+        .attributes
+        .iter()
+        .filter(|a| a.from.contains("rounded down"))
+        .map(|a| a.id.to_string())
+        .collect();
+    if !rounded.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nraw erase counts ({}): the mean erase count rounded down, as a drive's integer \
+             counter holds it (`vssd ctl stats` gives it with its decimals)",
+            rounded.join(", ")
+        );
+    }
     if let Some(p) = r.percent_used {
         let _ = writeln!(
             o,

@@ -114,3 +114,53 @@ fn fault_and_power_wording() {
         assert_eq!(super::faults::ordinal(n), s);
     }
 }
+
+/// The precondition bar's ETA comes from the rate it measured over the
+/// last seconds: none over less than one, the slower rate once a fill
+/// gives way to random writes, and the bar never past its total.
+#[test]
+fn precondition_eta_is_from_the_measured_rate() {
+    let t0 = std::time::Instant::now();
+    let at = |ms: u64| t0 + std::time::Duration::from_millis(ms);
+    let p = |done_bytes: u64| Progress {
+        done_bytes,
+        total_bytes: 1000,
+    };
+    let mut b = PreconditionBar::new(&["sequential fill".into()]);
+    b.update_at(&p(0), at(0));
+    b.update_at(&p(200), at(200));
+    assert_eq!(b.shown(), ("ETA: measuring".to_string(), 200));
+    // 500 B in 3 s: 500 B left is 3 s.
+    b.update_at(&p(500), at(3000));
+    assert_eq!(b.shown().0, "ETA 3s");
+    // 10 B/s over the last 3 s: 440 B left is 44 s.
+    for s in 4..=9 {
+        b.update_at(&p(500 + (s - 3) * 10), at(s * 1000));
+    }
+    assert_eq!(b.shown().0, "ETA 44s");
+    b.update_at(&p(1200), at(10_000));
+    assert_eq!(b.shown().1, 1000);
+}
+
+/// A raw erase count is the mean rounded down, as a drive's integer
+/// counter holds it; the text says so beside the table, so that 150
+/// there and a mean of 150.70 in `ctl stats` do not look like a mistake.
+#[test]
+fn smart_says_raw_erase_counts_are_rounded_down() {
+    let p = Profile::load("crucial-m4-128").unwrap();
+    let c = vssd_model::Counters {
+        erase_count_avg: 150.7,
+        erase_count_max: 300,
+        ..Default::default()
+    };
+    let t = smart(&vssd_device::smart::report(&p, &c));
+    assert!(
+        t.lines()
+            .any(|l| l.starts_with("173 Wear_Leveling_Count") && l.ends_with(" 150")),
+        "{t}"
+    );
+    assert!(
+        t.contains("raw erase counts (173): the mean erase count rounded down"),
+        "{t}"
+    );
+}
