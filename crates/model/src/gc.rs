@@ -4,7 +4,6 @@
 //! (`blocks.rs`), the victims being collected `victims.rs`'s. See "Garbage
 //! collection" in `docs/model.md`.
 
-use super::slc::SlcCache;
 use super::ssd::Ssd;
 use super::types::{BlockState, Count, NONE, Stream};
 use vssd_profile::GcPolicy;
@@ -31,8 +30,9 @@ impl Ssd {
         let Some(b) = self.blocks.pop_free(die) else {
             return false; // unreachable: two or more blocks checked above
         };
-        if self.slc.enabled() && self.slc_free_units() >= SlcCache::block_units(&self.geo) {
-            // The SLC cache has room: this host block runs in SLC mode.
+        if self.slc.enabled() && self.slc_takes_block(die, now) {
+            // The SLC cache has room (`slc_fold.rs`): this host block runs
+            // in SLC mode.
             self.slc.mark(b);
         }
         self.blocks.open(Stream::Host, die, b, now);

@@ -39,7 +39,7 @@ impl Ssd {
             let (ready, n) = self.read_group(t, lpn, last);
             let lo = (lpn * ub).max(offset);
             let hi = ((lpn + n) * ub).min(offset + len);
-            let dur = self.geo.link_ns(hi - lo);
+            let dur = self.host_link_ns(hi - lo, false);
             done = done.max(self.timelines.link_transfer(ready.max(issued), dur) + dur);
             lpn += n;
         }
