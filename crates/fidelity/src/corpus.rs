@@ -59,6 +59,22 @@ pub const BUILT_IN: &[(&str, &str)] = &[
         "nvme-tlc-slc-cache",
         include_str!("../../../validation/nvme-tlc-slc-cache.toml"),
     ),
+    (
+        "samsung-870qvo-1tb",
+        include_str!("../../../validation/samsung-870qvo-1tb.toml"),
+    ),
+    (
+        "wd-blue-1tb-sata",
+        include_str!("../../../validation/wd-blue-1tb-sata.toml"),
+    ),
+    (
+        "wd-sn580-1tb",
+        include_str!("../../../validation/wd-sn580-1tb.toml"),
+    ),
+    (
+        "samsung-980pro-1tb",
+        include_str!("../../../validation/samsung-980pro-1tb.toml"),
+    ),
 ];
 
 /// One preset's corpus file.
@@ -368,6 +384,11 @@ pub enum Metric {
     WriteGbBeforeDrop,
     /// Seconds before that drop (the step's duration when none).
     WriteSBeforeDrop,
+    /// Mean write throughput from that drop to the end of the job, 10^6
+    /// bytes/s (a post-cache rate; the whole job's when it never drops).
+    WriteMbSAfterDrop,
+    /// The drive's temperature at the end of the step, °C (`[thermal]`).
+    TempEndC,
 }
 
 impl Metric {
@@ -387,11 +408,13 @@ impl Metric {
             Metric::Waf => "waf",
             Metric::WriteGbBeforeDrop => "write_gb_before_drop",
             Metric::WriteSBeforeDrop => "write_s_before_drop",
+            Metric::WriteMbSAfterDrop => "write_mb_s_after_drop",
+            Metric::TempEndC => "temp_end_c",
         }
     }
 
     /// Every metric.
-    pub const ALL: [Metric; 13] = [
+    pub const ALL: [Metric; 15] = [
         Metric::WriteMbS,
         Metric::ReadMbS,
         Metric::WriteIops,
@@ -405,6 +428,8 @@ impl Metric {
         Metric::Waf,
         Metric::WriteGbBeforeDrop,
         Metric::WriteSBeforeDrop,
+        Metric::WriteMbSAfterDrop,
+        Metric::TempEndC,
     ];
 
     /// The metric called `name` (as written in the corpus).
@@ -415,7 +440,8 @@ impl Metric {
     /// The metric's own unit.
     pub fn unit(self) -> &'static str {
         match self {
-            Metric::WriteMbS | Metric::ReadMbS => "MB/s",
+            Metric::WriteMbS | Metric::ReadMbS | Metric::WriteMbSAfterDrop => "MB/s",
+            Metric::TempEndC => "C",
             Metric::WriteIops | Metric::ReadIops | Metric::MixedIops => "IOPS",
             Metric::WriteLatMeanUs | Metric::ReadLatMeanUs => "us",
             Metric::WriteLatMaxMs | Metric::ReadLatMaxMs => "ms",
@@ -444,6 +470,7 @@ impl Metric {
             ("s", "min") => 60.0,
             ("GB", "GiB") => 1.073_741_824,
             ("GB", "TB") => 1e3,
+            ("C", "°C") => 1.0,
             _ => return None,
         })
     }

@@ -64,6 +64,11 @@ impl StepResult {
                 }
                 nand as f64 / host as f64
             }
+            Metric::WriteMbSAfterDrop => {
+                let s = Series::of(j, Dir::Write)?;
+                s.after_drop(10.0 * self.scale, 0.8) / 1e6
+            }
+            Metric::TempEndC => self.after.temperature_c?,
             Metric::WriteGbBeforeDrop | Metric::WriteSBeforeDrop => {
                 let s = Series::of(j, Dir::Write)?;
                 let (secs, bytes) = s.before_drop(10.0 * self.scale, 0.8);
@@ -130,18 +135,19 @@ impl Series {
             .filter(|s| s.dir == d)
             .map(|s| (s.msec, s.kib_s as f64 * 1024.0))
             .collect();
-        // The log's interval: the most common gap between its stamps (a
-        // last, partial interval or an interval without I/O makes others).
-        let mut gaps: Vec<u64> = log
+        // The log's interval: the smallest gap between its stamps but the
+        // last (a last, partial interval is shorter; an interval without
+        // I/O has no entry, so its neighbours are two intervals apart —
+        // which, where more than half the intervals are empty, as a slow
+        // drive's 1 ms log has, made the most common gap twice the
+        // interval).
+        let n_gaps = log.len().saturating_sub(2);
+        let dt_ms = log
             .windows(2)
+            .take(n_gaps)
             .map(|w| w[1].0.saturating_sub(w[0].0))
             .filter(|&g| g > 0)
-            .collect();
-        gaps.sort_unstable();
-        let dt_ms = gaps
-            .chunk_by(|a, b| a == b)
-            .max_by_key(|c| c.len())
-            .map(|c| c[0])
+            .min()
             .or_else(|| log.first().map(|s| s.0))
             .filter(|&g| g > 0)?;
         let end_ms = (j.end_ns.saturating_sub(j.stats_start_ns)) / 1_000_000;
@@ -186,16 +192,31 @@ impl Series {
     /// Seconds and bytes before the first window of `secs` whose mean is
     /// below `frac` of the first window's (the whole series when none).
     pub fn before_drop(&self, secs: f64, frac: f64) -> (f64, f64) {
+        let at = self.drop_at(secs, frac).unwrap_or(self.v.len());
+        let bytes: f64 = self.v[..at].iter().sum::<f64>() * self.dt;
+        (at as f64 * self.dt, bytes)
+    }
+
+    /// Mean bytes/s from that drop to the end (the whole series' when it
+    /// never drops).
+    pub fn after_drop(&self, secs: f64, frac: f64) -> f64 {
+        let at = self.drop_at(secs, frac).unwrap_or(0);
+        let rest = &self.v[at..];
+        if rest.is_empty() {
+            return 0.0;
+        }
+        rest.iter().sum::<f64>() / rest.len() as f64
+    }
+
+    /// The interval where the first window of `secs` below `frac` of the
+    /// first window's starts, if any.
+    fn drop_at(&self, secs: f64, frac: f64) -> Option<usize> {
         let k = ((secs / self.dt).round() as usize).max(1);
         let w = self.windows(secs);
-        let at = w
-            .iter()
+        w.iter()
             .skip(1)
             .position(|x| w.first().is_some_and(|f| *x < frac * f))
             .map(|i| (i + 1) * k)
-            .unwrap_or(self.v.len());
-        let bytes: f64 = self.v[..at].iter().sum::<f64>() * self.dt;
-        (at as f64 * self.dt, bytes)
     }
 }
 

@@ -239,7 +239,7 @@ impl Ssd {
         let folding = self.slc.is_slc(victim);
         'pages: for &(n, plane_pages) in &pages {
             self.tally.add(Count::NandPagesRead, plane_pages as u64);
-            let ready = self.nand_read(die, t, n as u64 * self.geo.unit_bytes);
+            let ready = self.nand_read_block(die, victim, t, n as u64 * self.geo.unit_bytes);
             for &lpn in &lpns[next..next + n] {
                 if !self.ensure_gc_block(die, ready) {
                     stalled = true;

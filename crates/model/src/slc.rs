@@ -17,6 +17,8 @@ pub(crate) struct SlcCache {
     free_per_unit: f64,
     /// Fold in the foreground when full (`when_full = "fold"`).
     fold_when_full: bool,
+    /// Sense time of an SLC-mode page, ns (`t_read_us`; None: the NAND's).
+    t_read: Option<u64>,
 }
 
 impl SlcCache {
@@ -33,7 +35,14 @@ impl SlcCache {
             static_units: s.static_size.0 / g.unit_bytes,
             free_per_unit: s.free_per_byte,
             fold_when_full: s.when_full == WhenFull::Fold,
+            t_read: (s.t_read_us > 0.0).then(|| (s.t_read_us * 1000.0).round() as u64),
         }
+    }
+
+    /// Sense time of an SLC-mode page, ns, where it differs from the NAND's.
+    #[inline(always)]
+    pub(crate) fn t_read(&self) -> Option<u64> {
+        self.t_read
     }
 
     /// Whether the drive folds SLC blocks in the foreground when the

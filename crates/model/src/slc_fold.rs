@@ -11,11 +11,13 @@ use super::types::{BlockState, NONE};
 impl Ssd {
     /// Whether the host block about to be opened on `die` at `now` runs in
     /// SLC mode: the cache has room for a block; or, on a drive that folds
-    /// when full, the cache is at its size (not shrunk below what it holds
-    /// by a fuller drive) and folding this die's oldest SLC-mode block in
-    /// the foreground makes room. The fold's reads, native programs and
-    /// erase are reserved on the die before the host block's programs, so
-    /// the host waits for them: the rate "while the drive flushes SLC".
+    /// when full, the cache is at its size and folding this die's oldest
+    /// SLC-mode block in the foreground makes room. The fold's reads,
+    /// native programs and erase are reserved on the die before the host
+    /// block's programs, so the host waits for them: the rate "while the
+    /// drive flushes SLC". Where a fuller drive's dynamic cache has shrunk
+    /// below what it holds, the block is native and one SLC-mode block is
+    /// folded with it, until the cache is within its size again.
     pub(super) fn slc_takes_block(&mut self, die: usize, now: u64) -> bool {
         let bu = SlcCache::block_units(&self.geo);
         if self.slc_free_units() >= bu {
@@ -25,9 +27,14 @@ impl Ssd {
             return false;
         }
         let size = self.slc.size_units(&self.geo, self.mapping.mapped_units());
-        if self.slc.held_units(&self.geo) > size || size < bu {
-            // The dynamic cache shrank below what it holds: host data
-            // goes direct; the rest is folded in idle time or by GC.
+        if self.slc.held_units(&self.geo) > size {
+            // The dynamic cache shrank below what it holds (a fuller
+            // drive): host data goes direct, and the excess is folded a
+            // block at a time with it.
+            self.fold_oldest(die, now);
+            return false;
+        }
+        if size < bu {
             return false;
         }
         if !self.fold_oldest(die, now) {
