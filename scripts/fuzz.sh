@@ -75,7 +75,10 @@ export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4
 log "building ${#targets[@]} targets (stable $(rustc --version | cut -d' ' -f2), SanitizerCoverage)"
 bins=()
 for t in "${targets[@]}"; do bins+=(--bin "$t"); done
-cargo build --release --locked --manifest-path fuzz/Cargo.toml --target "$host" "${bins[@]}" >&2 ||
+# Not --locked: the fuzz workspace's lock also lists the workspace's own
+# crates, whose dependencies change with them; cargo brings those entries
+# up to date and keeps the registry crates' pinned versions.
+cargo build --release --manifest-path fuzz/Cargo.toml --target "$host" "${bins[@]}" >&2 ||
     die "building the fuzz targets failed"
 bindir="$CARGO_TARGET_DIR/$host/release"
 

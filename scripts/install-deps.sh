@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Install (idempotently) the Debian packages the vssd tests, demo and
 # benches need: QEMU 7.2 (system emulator, qemu-storage-daemon, qemu-img,
-# qemu-nbd), fio, the NBD client tools, and what vm-images/build-guest.sh
-# uses to build the test guest. Debian bookworm (or derivative) only.
+# qemu-nbd), fio, the NBD client tools, libvirt (its client and QEMU
+# driver, for tests/libvirt.rs), systemd-analyze (the unit's test), and
+# what vm-images/build-guest.sh uses to build the test guest. Debian
+# bookworm (or derivative) only. Recommended packages are not installed
+# (qemu-system-x86 alone would bring a GTK/SDL display, mesa and gstreamer;
+# blktrace ffmpeg): the tools below are all this needs.
 #
 # Runs `apt-get update` first (build-guest.sh needs current package lists);
 # set VSSD_NO_APT_UPDATE=1 to skip that when nothing is missing.
@@ -26,7 +30,8 @@ installed() { # package -> success if installed
 }
 apt_install() {
     log "installing: $*"
-    "${SUDO[@]}" apt-get install -y -q -o Dpkg::Options::=--force-confold "$@" ||
+    "${SUDO[@]}" apt-get install -y -q --no-install-recommends \
+        -o Dpkg::Options::=--force-confold "$@" ||
         die "apt-get install $* failed"
 }
 
@@ -49,6 +54,9 @@ STAGE2=(
     xfsprogs btrfs-progs dosfstools f2fs-tools  # more filesystems that send TRIM
     gcc libc6-dev       # linker for cargo
     ca-certificates
+    libvirt-clients     # virsh: tests/libvirt.rs defines and boots domains
+    libvirt-daemon libvirt-daemon-driver-qemu  # libvirtd and its QEMU driver (run privately by the test)
+    systemd             # systemd-analyze verify: the vssd@.service unit's test
 )
 
 missing() { local p; for p in "$@"; do installed "$p" || echo "$p"; done; }
@@ -63,7 +71,18 @@ mapfile -t need1 < <(missing "${STAGE1[@]}")
 mapfile -t need2 < <(missing "${STAGE2[@]}")
 [[ ${#need2[@]} -eq 0 ]] || apt_install "${need2[@]}"
 
-for tool in qemu-system-x86_64 qemu-storage-daemon qemu-img qemu-nbd fio blkparse nbdinfo nbdcopy nbdsh cpio depmod blkdiscard; do
+# Every program the tests run, on the host or in the guest (from the host's
+# root): tests/install_deps.rs keeps this list in step with the tests.
+TOOLS=(
+    qemu-system-x86_64 qemu-storage-daemon qemu-img qemu-nbd
+    fio blkparse nbdinfo nbdcopy nbdsh
+    cpio depmod xz busybox
+    blkdiscard fstrim flock setpriv hdparm
+    mkfs.ext4 mkfs.xfs mkfs.btrfs mkfs.vfat mkfs.f2fs
+    virsh libvirtd systemd-analyze
+    cc
+)
+for tool in "${TOOLS[@]}"; do
     command -v "$tool" >/dev/null 2>&1 || die "$tool is still missing after installing packages"
 done
 log "ok: $(qemu-system-x86_64 --version | head -n1), $(fio --version)"

@@ -25,6 +25,7 @@
 //! - [`cli_out`] (`vssd-common`, with the clock, histogram and random
 //!   streams): how commands write to standard output.
 
+pub mod logging;
 pub mod metrics;
 pub mod qemu_args;
 pub mod serve;

@@ -18,6 +18,10 @@ use vssd_common::cli_out;
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
+    /// Log lines on standard error as text, or as JSON objects (timestamp,
+    /// level, target, message) for a log shipper. `RUST_LOG` filters them.
+    #[arg(long, global = true, value_enum, default_value = "text")]
+    log_format: vssd::logging::LogFormat,
 }
 
 #[derive(Subcommand)]
@@ -83,10 +87,12 @@ fn profiles(what: Option<ProfilesCmd>) -> Result<(), Box<dyn std::error::Error>>
                 let p = Profile::load(name)?;
                 let _ = writeln!(
                     text,
-                    "{:<15} {:>9}  {}",
+                    "{:<15} {:>9}  {}\n{:<26} {}",
                     name,
                     format_size(p.geometry.exported_capacity.0),
-                    p.description
+                    p.description,
+                    "",
+                    vssd::profile::validated::describe(name)
                 );
             }
         }
@@ -108,6 +114,13 @@ fn profiles(what: Option<ProfilesCmd>) -> Result<(), Box<dyn std::error::Error>>
                 }
             };
             let _ = writeln!(text, "# {}", p.description);
+            if presets::get(&name).is_some() {
+                let _ = writeln!(
+                    text,
+                    "# fidelity (vssd validate): {}",
+                    vssd_profile::validated::describe(&name)
+                );
+            }
             let retired = match p.geometry.retired_blocks {
                 0 => String::new(),
                 n => format!(
@@ -153,8 +166,8 @@ fn profiles(what: Option<ProfilesCmd>) -> Result<(), Box<dyn std::error::Error>>
 }
 
 fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let cli = Cli::parse();
+    vssd::logging::init(cli.log_format);
     let r: Result<(), Box<dyn std::error::Error>> = match cli.cmd {
         Cmd::Profiles { what } => profiles(what),
         Cmd::Sim(args) => vssd::sim::run(args).map_err(Into::into),

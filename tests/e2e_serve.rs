@@ -181,7 +181,11 @@ echo outside=$(dd if=/dev/vda bs=1M skip=12 count=4 iflag=direct 2>/dev/null | t
 }
 
 /// Test 4: the used state and its recovery after TRIM, measured by fio in the
-/// guest — the README's main job (`vssd demo`), with its JSON report.
+/// guest — the README's main job (`vssd demo`), with its JSON report — and
+/// by the drive itself: the guest's figures are judged where the guest
+/// kept the drive busy (a host busy with other work slows the emulated
+/// guest, not the drive), the drive's own (its speed while it had
+/// requests, its write amplification) always.
 #[test]
 fn used_state_and_trim_recovery_are_visible_in_the_guest() {
     let _g = setup();
@@ -222,36 +226,102 @@ fn used_state_and_trim_recovery_are_visible_in_the_guest() {
     let (fresh, used, trimmed) = (phase("fresh"), phase("used"), phase("trimmed"));
     let predicted = r["predicted_seq_write_bytes_s"].as_f64().unwrap();
     eprintln!("phases (bytes/s per quarter of the disk): {}", r["phases"]);
-    // Guest-side figures carry the host's scheduling noise (TCG, shared
-    // cores), so the checks compare phases of one run with wide margins.
-    let fresh_mean = mean(&fresh);
+    // The drive's side of each phase, from the daemon's counters: what a
+    // busy host cannot move. Judged always.
+    let drive = |name: &str, key: &str| -> f64 {
+        r["phases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .and_then(|p| p["drive"][key].as_f64())
+            .unwrap_or_else(|| panic!("no drive.{key} for {name} in {r}"))
+    };
+    let speed = |p: &str| drive(p, "bytes_s_busy");
     assert!(
-        fresh_mean > 0.6 * predicted,
-        "fresh {fresh_mean} far below the model's {predicted}"
+        speed("used") < 0.5 * speed("fresh"),
+        "the used state is not there on the drive's side: {} vs fresh {}",
+        speed("used"),
+        speed("fresh")
+    );
+    assert!(
+        speed("trimmed") > 0.85 * speed("fresh"),
+        "no recovery after TRIM on the drive's side: {} vs fresh {}",
+        speed("trimmed"),
+        speed("fresh")
+    );
+    assert!(
+        drive("used", "write_amplification") > 1.2,
+        "no garbage collection in the used state"
+    );
+    assert!(
+        drive("trimmed", "write_amplification") < 1.05,
+        "garbage collection after a whole-disk TRIM"
     );
     // The guest cannot be faster than the drive: at most what the model
     // gives a quarter that starts with the write buffer drained (host
-    // noise only ever slows the guest down).
+    // noise only ever slows the guest down). Judged always.
     let ceiling = r["predicted_quarter_bytes_s"].as_f64().unwrap();
     assert!(
         fresh.iter().all(|&q| q < 1.05 * ceiling),
         "a fresh quarter faster than the model allows: {fresh:?} vs {ceiling}"
     );
-    assert!(
-        used[0] < 0.5 * fresh[0],
-        "used state not visible: {used:?} vs fresh {fresh:?}"
+    // The guest's own figures show the drive only where the guest kept up
+    // with it (a busy host starves the emulated guest, and the drive
+    // waits for it): the guest's speed over the phase (its quarters'
+    // bytes over their times) within 10 % of the drive's speed while it
+    // had requests. Those checks are judged where it did, and say so
+    // where not.
+    let shown = |p: &str| {
+        let q = phase(p);
+        let guest = q.len() as f64 / q.iter().map(|b| 1.0 / b).sum::<f64>();
+        guest / speed(p)
+    };
+    let judge = |phases: &[&str], what: &str, holds: bool, why: String| {
+        let behind: Vec<String> = phases
+            .iter()
+            .filter(|p| shown(p) < 0.9)
+            .map(|p| format!("{p} at {:.0} %", shown(p) * 100.0))
+            .collect();
+        if behind.is_empty() {
+            assert!(holds, "{what}: {why}");
+        } else {
+            eprintln!(
+                "not judged: {what} (the guest reached only {} of the drive's speed; {why})",
+                behind.join(", ")
+            );
+        }
+    };
+    let fresh_mean = mean(&fresh);
+    judge(
+        &["fresh"],
+        "fresh near the model's prediction",
+        fresh_mean > 0.6 * predicted,
+        format!("fresh {fresh_mean} vs the model's {predicted}"),
     );
-    assert!(
+    judge(
+        &["fresh"],
+        "the used state in the guest",
+        used[0] < 0.5 * fresh[0],
+        format!("{used:?} vs fresh {fresh:?}"),
+    );
+    judge(
+        &["used"],
+        "recovery as sequential writing continues",
         used[3] > used[0],
-        "no recovery as sequential writing continues: {used:?}"
+        format!("{used:?}"),
     );
     let best_trimmed = trimmed.iter().cloned().fold(0.0, f64::max);
-    assert!(
+    judge(
+        &["fresh", "trimmed"],
+        "recovery after TRIM in the guest",
         best_trimmed > 0.85 * fresh_mean,
-        "no recovery after TRIM: {trimmed:?} vs fresh {fresh:?}"
+        format!("{trimmed:?} vs fresh {fresh:?}"),
     );
-    assert!(
+    judge(
+        &["trimmed"],
+        "TRIM made a difference in the guest",
         mean(&trimmed) > 3.0 * mean(&used),
-        "TRIM made little difference: {trimmed:?} vs used {used:?}"
+        format!("{trimmed:?} vs used {used:?}"),
     );
 }

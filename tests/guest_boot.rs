@@ -56,6 +56,18 @@ exit 7
     assert!(run.boot_time <= run.total_time);
 }
 
+/// The KVM probe's cheap step (the guest kernel alone, to its "no root"
+/// panic) ends on its own under TCG, which works everywhere: the step
+/// that gives up on a KVM that hangs sees a kernel that does not.
+#[test]
+fn the_probe_kernel_boot_ends_by_itself() {
+    let _lock = setup();
+    let image = vssd::guest::ensure_image().unwrap();
+    let took = vssd::guest::probe_kernel(&image, vssd::guest::Accel::Tcg)
+        .expect("the kernel boots to its panic under TCG");
+    eprintln!("kernel boot under TCG: {:.1} s", took.as_secs_f64());
+}
+
 /// A vhost-user-blk disk from qemu-storage-daemon shows up as /dev/vda with
 /// the right size and 2 queues, and a real fio write+verify passes on it.
 #[test]

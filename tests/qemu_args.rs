@@ -157,3 +157,30 @@ fn printed_arguments_start_qemu_with_the_presets_identity() {
     assert!(virtio.contains("num-queues = 2"), "{virtio}");
     serve.stop_ok();
 }
+
+/// Issue 30, defect 8: the serial went into an XML comment, and a serial
+/// containing `--` ended the comment early, so the XML did not parse. The
+/// `--libvirt` output of every bus is one XML document whatever the
+/// serial, and nothing the user gave is inside a comment.
+#[test]
+fn libvirt_xml_stays_valid_whatever_the_serial() {
+    let serial = "ab--cd-";
+    for bus in [
+        ["--bus", "virtio", "--socket", "/run/vssd.sock"],
+        ["--bus", "sata", "--nbd", "/run/vssd-nbd.sock"],
+        ["--bus", "nvme", "--nbd", "/run/vssd-nbd.sock"],
+    ] {
+        let mut a = vec!["--profile", PROFILE, "--serial", serial, "--libvirt"];
+        a.extend(bus);
+        let x = qemu_args(&a);
+        // Even spliced into a document (what the old fragments needed).
+        let spliced = format!("<r xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>{x}</r>");
+        if let Err(e) = roxmltree::Document::parse(&spliced) {
+            panic!("{bus:?}: {e}\n{x}");
+        }
+        let doc = roxmltree::Document::parse(&x).unwrap_or_else(|e| panic!("{bus:?}: {e}\n{x}"));
+        for c in doc.descendants().filter(|n| n.is_comment()) {
+            assert!(!c.text().unwrap_or("").contains(serial), "{x}");
+        }
+    }
+}

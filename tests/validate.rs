@@ -150,6 +150,36 @@ fn unknown_presets_and_bad_corpora_are_clear_errors() {
         err.contains("bad.toml") && err.contains("missing field"),
         "{err}"
     );
+    // A fio job's mistake names the file it is in (it used to name the
+    // built-in validation/ file), and a job without end is refused.
+    let protocol = |job: &str| {
+        format!(
+            "preset = \"intel-x25m-g1\"\ndrive = \"d\"\ncoverage = \"c\"\n\
+             [[source]]\nid = \"s\"\npublication = \"p\"\ntitle = \"t\"\nkind = \"review\"\n\
+             [[protocol]]\nid = \"p\"\nsource = \"s\"\ndescription = \"d\"\n\
+             [[protocol.step]]\nkind = \"fio\"\nname = \"m\"\njob = \"\"\"\n{job}\"\"\"\n\
+             [[figure]]\nid = \"f\"\nprotocol = \"p\"\nstep = \"m\"\nstate = \"fresh\"\n\
+             metric = \"write_mb_s\"\npublished = 1.0\nunit = \"MB/s\"\n"
+        )
+    };
+    for (job, why) in [
+        ("[m]\nrw=sideways\n", "`rw`"),
+        (
+            "[m]\nrw=write\nruntime=1000000000\ntime_based\n",
+            "a day of drive time",
+        ),
+        ("[m]\nrw=write\nloops=100000\n", "a thousand passes"),
+    ] {
+        std::fs::remove_file(dir.path().join("bad.toml")).ok();
+        std::fs::write(dir.path().join("job.toml"), protocol(job)).unwrap();
+        let out = run_validate(&["--all", "--corpus", dir.path().to_str().unwrap()]);
+        assert!(!out.status.success(), "{job}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("job.toml") && !err.contains("validation/") && err.contains(why),
+            "{job}: {err}"
+        );
+    }
 }
 
 #[test]
@@ -373,6 +403,35 @@ fn the_fit_recovers_a_known_parameter_with_every_source_left_out() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("not of fit-test"), "{err}");
     assert_eq!(std::fs::read_to_string(&fitted).unwrap(), before);
+    // Records whose values cannot apply are refused before anything is
+    // written (one of them used to panic, a nan was written as 0).
+    let good = std::fs::read_to_string(fits.join("fit-test.toml")).unwrap();
+    let first_values = good
+        .lines()
+        .find(|l| l.trim_start().starts_with("values = ["))
+        .unwrap()
+        .to_string();
+    for (values, why) in [
+        ("values = []", "0 values for 1 parameters"),
+        ("values = [nan]", "not a finite number"),
+        ("values = [1e15]", "outside its range"),
+        ("values = [100000.0, 1.0]", "2 values for 1 parameters"),
+    ] {
+        let bad = d.join("bad.toml");
+        std::fs::write(&bad, good.replacen(&first_values, values, 1)).unwrap();
+        let out = apply(&bad);
+        assert!(!out.status.success(), "{values}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(why) && !err.contains("panicked"),
+            "{values}: {err}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&fitted).unwrap(),
+            before,
+            "{values}"
+        );
+    }
 }
 
 #[test]

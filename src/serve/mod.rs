@@ -8,11 +8,19 @@
 //!
 //! - [`vhost`]: the vhost-user-blk listener (one QEMU at a time);
 //! - [`sockets`]: socket paths, private binding, modes and groups;
-//! - [`signals`]: the signal thread.
+//! - [`signals`]: the signal thread;
+//! - [`pidfile`]: the `--pidfile`;
+//! - [`notify`]: readiness for systemd (`Type=notify`);
+//! - [`error`]: the errors, [`ServeError`].
 
+pub mod error;
+pub mod notify;
+pub mod pidfile;
 pub mod signals;
 pub mod sockets;
 pub mod vhost;
+
+pub use self::error::ServeError;
 
 use std::io;
 use std::net::TcpListener;
@@ -26,7 +34,6 @@ use std::time::Duration;
 use ::vhost::vhost_user::Listener;
 use clap::Args;
 use log::{info, warn};
-use thiserror::Error;
 use vmm_sys_util::eventfd::{EFD_NONBLOCK, EventFd};
 
 use self::signals::{block_signals, wait_signal};
@@ -35,11 +42,13 @@ use self::vhost::{Conn, stop_connection};
 use vssd_common::clock::TimeScale;
 use vssd_ctl::server;
 use vssd_device::completion::{SchedPolicy, Timing};
-use vssd_device::files::{self, DirLock, FileError};
+use vssd_device::files::{self, DirLock};
 use vssd_device::{DataLocation, Device, DeviceError, DeviceOptions};
 use vssd_frontend::nbd::{NbdAddr, NbdListener, NbdServer};
+use vssd_profile::Profile;
 use vssd_profile::size::{format_size, parse_size};
-use vssd_profile::{Profile, ProfileError};
+
+use self::pidfile::PidFile;
 
 /// `vssd serve` arguments.
 #[derive(Debug, Clone, Args)]
@@ -48,10 +57,11 @@ pub struct ServeArgs {
     /// with `-device vhost-user-blk-pci`).
     #[arg(long, value_name = "PATH", required_unless_present = "nbd")]
     pub socket: Option<PathBuf>,
-    /// Also (or only) serve the drive over NBD at `unix:PATH` or
-    /// `tcp:HOST:PORT` (repeatable), for QEMU's NBD client (SATA `ide-hd`,
-    /// `nvme`) and libnbd's tools. Export name: empty or `vssd`.
-    #[arg(long = "nbd", value_name = "ADDR")]
+    /// Also (or only) serve the drive over NBD at `unix:PATH` (or a socket
+    /// path starting with `/` or `.`) or `tcp:HOST:PORT` (repeatable), for
+    /// QEMU's NBD client (SATA `ide-hd`, `nvme`) and libnbd's tools.
+    /// Export name: empty or `vssd`.
+    #[arg(long = "nbd", value_name = "ADDR", value_parser = parse_nbd_addr)]
     pub nbd: Vec<NbdAddr>,
     /// Allow `--nbd tcp:` on an address other than loopback (anyone who can
     /// reach it can read and write the drive: there is no authentication).
@@ -84,6 +94,10 @@ pub struct ServeArgs {
     /// which is saved on exit and loaded on start.
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
+    /// Write the daemon's pid to FILE (mode 0600), locked while it runs and
+    /// removed when it exits; refused while another daemon holds it.
+    #[arg(long, value_name = "FILE")]
+    pub pidfile: Option<PathBuf>,
     /// Control socket for `vssd ctl`, mode 0600 [default: SOCKET.ctl, or the
     /// first unix NBD socket's path + `.ctl`].
     #[arg(long, value_name = "PATH")]
@@ -165,81 +179,6 @@ impl ServeArgs {
     }
 }
 
-/// Errors of `vssd serve` (startup problems mostly).
-#[derive(Debug, Error)]
-pub enum ServeError {
-    /// The profile does not load.
-    #[error(transparent)]
-    Profile(#[from] ProfileError),
-    /// `--trace` could not start.
-    #[error("--trace: {0}")]
-    Trace(#[source] vssd_device::capture::CaptureError),
-    /// Another process listens on the socket path.
-    #[error("{0} is in use by a running process (another vssd or qemu-storage-daemon?)")]
-    SocketInUse(PathBuf),
-    /// Something that is not a socket is at the path.
-    #[error("{0} exists and is not a socket; refusing to replace it")]
-    NotASocket(PathBuf),
-    /// The socket's directory does not exist.
-    #[error("cannot create socket {path}: directory {dir} does not exist")]
-    NoSocketDir {
-        /// The socket.
-        path: PathBuf,
-        /// Its missing directory.
-        dir: PathBuf,
-    },
-    /// The socket's directory is writable by every user and not sticky.
-    #[error(
-        "refusing to create socket {path}: its directory {dir} (mode {mode:04o}) is writable by \
-         every user and not sticky, so another user could replace the socket; use a directory \
-         only the daemon's user can write (or a sticky one, like /tmp)"
-    )]
-    OpenSocketDir {
-        /// The socket.
-        path: PathBuf,
-        /// Its directory.
-        dir: PathBuf,
-        /// The directory's mode.
-        mode: u32,
-    },
-    /// Binding or preparing a socket failed.
-    #[error("cannot listen on {path}")]
-    Bind {
-        /// The socket.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: io::Error,
-    },
-    /// Bad option values.
-    #[error("{0}")]
-    Usage(String),
-    /// An NBD listener cannot be set up.
-    #[error("NBD listener {addr}")]
-    Nbd {
-        /// The address.
-        addr: String,
-        /// Why.
-        #[source]
-        source: io::Error,
-    },
-    /// Opening the drive failed.
-    #[error(transparent)]
-    Device(#[from] DeviceError),
-    /// The state directory is unusable (or locked by another daemon).
-    #[error("state directory")]
-    StateDir(#[from] FileError),
-    /// vhost-user setup failed.
-    #[error("vhost-user: {0}")]
-    Vhost(String),
-    /// Thread, signal or eventfd setup failed.
-    #[error("daemon setup")]
-    Setup(#[source] io::Error),
-    /// The metrics listener cannot be set up.
-    #[error(transparent)]
-    Metrics(#[from] crate::metrics::MetricsError),
-}
-
 /// Bind every `--nbd` address (unix sockets private, then given their mode).
 fn bind_nbd(
     args: &ServeArgs,
@@ -289,6 +228,9 @@ fn base_path(args: &ServeArgs) -> Option<PathBuf> {
 /// drive, bind every socket, start the services, serve, shut down.
 pub fn run(args: ServeArgs) -> Result<(), ServeError> {
     let sigset = block_signals().map_err(ServeError::Setup)?;
+    // First, so a second daemon on the same pid file stops before it
+    // touches anything; removed when `run` returns, however it does.
+    let _pidfile = args.pidfile.as_deref().map(PidFile::create).transpose()?;
     let profile = checked_profile(&args)?;
     let base = base_path(&args);
     let control = control_path(&args, base.as_deref())?;
@@ -322,6 +264,7 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
     let ctl_listener = bind_socket(&control, 0o600, None, |p| UnixListener::bind(p))?;
     let nbd = start_services(&args, &device, ctl_listener, nbd_listeners)?;
     log_start(&args, &device, &control, &data);
+    notify::notify("READY=1");
 
     let stopping = Arc::new(AtomicBool::new(false));
     let current: Arc<Mutex<Option<Conn>>> = Arc::new(Mutex::new(None));
@@ -361,6 +304,7 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         }
     };
 
+    notify::notify("STOPPING=1");
     let closed = shut_down(&args, &device, &nbd, &control, vhost_listener);
     result?;
     closed?;
@@ -437,10 +381,27 @@ fn data_location(
 }
 
 /// Bind the vhost-user socket (at start, and again after a power cut).
+/// The listener does not know its path (it would remove what is there when
+/// dropped): [`shut_down`] removes the socket.
 fn bind_vhost(socket: &Path, mode: u32, gid: Option<u32>) -> Result<Listener, ServeError> {
     bind_socket(socket, mode, gid, |p| {
-        Listener::new(p, false).map_err(|e| io::Error::other(e.to_string()))
+        UnixListener::bind(p).map(Listener::from)
     })
+}
+
+/// An NBD address as `--nbd` takes it (and `vssd qemu-args --nbd`):
+/// `unix:PATH`, `tcp:HOST:PORT`, or a socket path starting with `/` or `.`.
+pub fn parse_nbd_addr(s: &str) -> Result<NbdAddr, String> {
+    if s.starts_with('/') || s.starts_with('.') {
+        Ok(NbdAddr::Unix(s.into()))
+    } else if s.starts_with("unix:") || s.starts_with("tcp:") {
+        s.parse()
+    } else {
+        Err(format!(
+            "{s:?}: an NBD address is unix:PATH, tcp:HOST:PORT (e.g. tcp:127.0.0.1:10809) \
+             or a socket path starting with / or ."
+        ))
+    }
 }
 
 /// Start what runs beside the vhost-user loop: the trace, the metrics, the
@@ -582,13 +543,10 @@ fn shut_down(
             let _ = std::fs::remove_file(p);
         }
     }
-    if vhost_listener.is_none()
-        && let Some(s) = &args.socket
-    {
-        // Closed by a power cut: the socket file stays behind.
+    drop(vhost_listener);
+    if let Some(s) = &args.socket {
         let _ = std::fs::remove_file(s);
     }
-    drop(vhost_listener); // removes the vhost-user socket
     closed
 }
 

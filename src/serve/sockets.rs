@@ -4,7 +4,7 @@
 use std::io;
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::UnixStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::ServeError;
 
@@ -47,6 +47,9 @@ fn unsafe_zeroed_group() -> libc::group {
     unsafe { std::mem::zeroed() }
 }
 
+/// The longest path a unix socket can have (`sun_path` less its NUL).
+pub const SOCKET_PATH_MAX: usize = 107;
+
 /// Bind a unix socket at `path` with its final mode and group, without
 /// ever applying them through a path another user could have swapped.
 ///
@@ -56,17 +59,26 @@ fn unsafe_zeroed_group() -> libc::group {
 /// whatever sits at `path` (a symlink planted there included) without
 /// following it, and a client cannot connect before the mode is final. No
 /// umask change: that is process-wide, and the device's threads already run.
+///
+/// The socket is bound through `/proc/self/fd/N/` (N: the private
+/// directory), so the temporary path is never longer than `path` allows;
+/// errors name `path`, never the temporary one.
 pub fn bind_socket<T>(
     path: &Path,
     mode: u32,
     gid: Option<u32>,
     bind: impl FnOnce(&Path) -> io::Result<T>,
 ) -> Result<T, ServeError> {
+    use std::os::fd::AsRawFd;
     use std::os::unix::fs::PermissionsExt;
-    let err = |source| ServeError::Bind {
-        path: path.into(),
-        source,
+    let err = |step: &'static str| {
+        move |e: io::Error| ServeError::Bind {
+            path: path.into(),
+            step,
+            source: without_temp_path(e),
+        }
     };
+    check_socket_path_len(path)?;
     let dir = socket_dir(path);
     let name = path
         .file_name()
@@ -74,16 +86,60 @@ pub fn bind_socket<T>(
     let private = tempfile::Builder::new()
         .prefix(&format!(".{}.", name.to_string_lossy()))
         .tempdir_in(dir)
-        .map_err(err)?;
+        .map_err(err("making a private directory beside it"))?;
     let tmp = private.path().join("s");
-    let listener = bind(&tmp).map_err(err)?;
+    let handle = std::fs::File::open(private.path()).map_err(err("opening that directory"))?;
+    let short = PathBuf::from(format!("/proc/self/fd/{}/s", handle.as_raw_fd()));
+    let bind_at = if short.parent().is_some_and(Path::is_dir) {
+        short.as_path()
+    } else {
+        tmp.as_path() // no /proc: the full path (refused above if too long)
+    };
+    let listener = bind(bind_at).map_err(err("binding"))?;
+    drop(handle);
     if let Some(g) = gid {
-        std::os::unix::fs::lchown(&tmp, None, Some(g)).map_err(err)?;
+        std::os::unix::fs::lchown(&tmp, None, Some(g)).map_err(err("setting its group"))?;
     }
-    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode)).map_err(err)?;
-    std::fs::rename(&tmp, path).map_err(err)?;
-    private.close().map_err(err)?;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))
+        .map_err(err("setting its mode"))?;
+    std::fs::rename(&tmp, path).map_err(err("moving it into place"))?;
+    private
+        .close()
+        .map_err(err("removing the private directory"))?;
     Ok(listener)
+}
+
+/// `e` without the temporary path `tempfile` adds to its messages ("...
+/// at path \"DIR/.NAME.XXXXXX\""): the OS error alone, as the message names
+/// the user's path and the step.
+fn without_temp_path(e: io::Error) -> io::Error {
+    if let Some(code) = e.raw_os_error() {
+        return io::Error::from_raw_os_error(code);
+    }
+    let msg = e.to_string();
+    let code = msg
+        .split_once("(os error ")
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .and_then(|(n, _)| n.parse::<i32>().ok());
+    match (code, msg.split_once(" at path ")) {
+        (Some(code), _) => io::Error::from_raw_os_error(code),
+        (None, Some((head, _))) => io::Error::new(e.kind(), head.to_string()),
+        (None, None) => e,
+    }
+}
+
+/// Refuse a socket path clients could not connect to: longer than
+/// [`SOCKET_PATH_MAX`] bytes.
+fn check_socket_path_len(path: &Path) -> Result<(), ServeError> {
+    use std::os::unix::ffi::OsStrExt;
+    let len = path.as_os_str().as_bytes().len();
+    if len > SOCKET_PATH_MAX {
+        return Err(ServeError::SocketPathTooLong {
+            path: path.into(),
+            len,
+        });
+    }
+    Ok(())
 }
 
 /// The directory a socket path lives in.
@@ -102,6 +158,7 @@ fn check_socket_dir(path: &Path, dir: &Path) -> Result<(), ServeError> {
     let m = std::fs::metadata(dir)
         .map_err(|source| ServeError::Bind {
             path: path.into(),
+            step: "looking at its directory",
             source,
         })?
         .permissions()
@@ -126,10 +183,12 @@ pub fn claim_socket_path(path: &Path) -> Result<(), ServeError> {
         });
     }
     check_socket_dir(path, dir)?;
+    check_socket_path_len(path)?;
     match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(source) => Err(ServeError::Bind {
             path: path.into(),
+            step: "looking at what is there",
             source,
         }),
         Ok(m) if !m.file_type().is_socket() => Err(ServeError::NotASocket(path.into())),
@@ -139,6 +198,7 @@ pub fn claim_socket_path(path: &Path) -> Result<(), ServeError> {
             }
             std::fs::remove_file(path).map_err(|source| ServeError::Bind {
                 path: path.into(),
+                step: "removing the stale socket there",
                 source,
             })
         }
@@ -178,6 +238,33 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names.len(), 2, "{names:?}");
+    }
+
+    /// Errors name the user's path and the step, not the private
+    /// directory's temporary path; a path longer than a socket address
+    /// holds is refused, and one that fits is bound however deep.
+    #[test]
+    fn errors_name_the_users_path_and_long_paths_work() {
+        let e = without_temp_path(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "Permission denied (os error 13) at path \"/d/.s.sock.AbCdEf\"",
+        ));
+        assert_eq!(e.raw_os_error(), Some(13));
+        assert!(!e.to_string().contains(".s.sock."), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let deep = dir
+            .path()
+            .join("d".repeat(96 - dir.path().as_os_str().len()));
+        std::fs::create_dir(&deep).unwrap();
+        let ok = deep.join("abcdef");
+        assert!(ok.as_os_str().len() <= SOCKET_PATH_MAX);
+        let l = bind_socket(&ok, 0o600, None, |p| UnixListener::bind(p)).unwrap();
+        UnixStream::connect(&ok).unwrap();
+        drop(l);
+        let long = deep.join("a-name-too-long");
+        let e = claim_socket_path(&long).unwrap_err();
+        assert!(matches!(e, ServeError::SocketPathTooLong { .. }), "{e}");
+        assert!(e.to_string().contains(&long.display().to_string()), "{e}");
     }
 
     #[test]

@@ -59,8 +59,8 @@ pub fn poll_one(fd: i32) -> io::Result<()> {
     Ok(())
 }
 
-/// Wait until one of `fds` is readable.
-pub fn poll_any(fds: &[i32]) -> io::Result<()> {
+/// Wait until one of `fds` is readable: which are.
+pub fn poll_any(fds: &[i32]) -> io::Result<Vec<bool>> {
     let mut fds: Vec<libc::pollfd> = fds
         .iter()
         .map(|&fd| libc::pollfd {
@@ -73,7 +73,7 @@ pub fn poll_any(fds: &[i32]) -> io::Result<()> {
         // SAFETY: `fds` is a valid array of `fds.len()` pollfd structures.
         let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
         if r >= 0 {
-            return Ok(());
+            return Ok(fds.iter().map(|p| p.revents != 0).collect());
         }
         let e = io::Error::last_os_error();
         if e.kind() != io::ErrorKind::Interrupted {
@@ -160,13 +160,19 @@ pub fn serve_loop(
             thread::sleep(Duration::from_millis(20));
             continue;
         };
-        poll_any(&[l.as_raw_fd(), wake.as_raw_fd(), power_evt.as_raw_fd()])
+        let ready_fds = poll_any(&[l.as_raw_fd(), wake.as_raw_fd(), power_evt.as_raw_fd()])
             .map_err(ServeError::Setup)?;
         let _ = power_evt.read();
         if stopping.load(Ordering::SeqCst) {
             return Ok(());
         }
         if !device.powered() {
+            continue;
+        }
+        if !ready_fds.first().copied().unwrap_or(false) {
+            // Woken by a power event, not by a frontend: accept would
+            // block on a listener nobody is connecting to (after a
+            // power-on, the new listener is taken up above first).
             continue;
         }
         let backend = BlkBackend::new(

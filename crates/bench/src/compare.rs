@@ -355,9 +355,10 @@ fn metric_names(a: Option<&PhaseResult>, b: Option<&PhaseResult>) -> Vec<String>
     if names.is_empty() {
         names = KEY_METRICS.iter().map(|(k, _)| k.to_string()).collect();
     }
-    const FIRST: [&str; 6] = [
+    const FIRST: [&str; 7] = [
         "write_bw",
         "read_bw",
+        "median_bw",
         "mean_bw",
         "write_iops",
         "read_iops",
@@ -442,7 +443,8 @@ mod tests {
         assert!(md.contains("## Ratios to each run's baseline"));
         let r = md
             .lines()
-            .find(|l| l.starts_with("| trimmed | write_bw |"))
+            .skip_while(|l| !l.starts_with("## Ratios to each run's baseline"))
+            .find(|l| l.starts_with("| trimmed | mean_bw |"))
             .expect("baseline ratio row");
         assert!(
             r.contains("0.98 × fresh") && r.contains("0.49 × fresh"),

@@ -75,28 +75,25 @@ impl FromStr for TimeScaleArg {
 }
 
 /// Convert what a guest measured on the wall clock in phase `r` to the
-/// drive's time: durations ÷ `K`; bandwidth, IOPS and surface points × `K`;
-/// completion latencies ÷ `K`. The drive's own figures (counters, the
-/// daemon's modelled latencies) are already in its time. fio's raw JSON
-/// (`r.fio`) is kept as fio wrote it, on the wall clock.
+/// drive's time: the phase's drive time `model_s` is its wall time ÷ `K`
+/// (`wall_s` stays the wall clock's), the gap before it ÷ `K`;
+/// bandwidth, IOPS and surface points × `K`; completion latencies ÷ `K`.
+/// The throughput series is built in the drive's time from fio's logs
+/// ([`metrics::series_from_logs`]). The drive's own figures (counters, the daemon's modelled latencies)
+/// are already in its time. fio's raw JSON (`r.fio`) is kept as fio wrote
+/// it, on the wall clock.
 pub fn phase_to_drive_time(r: &mut PhaseResult, k: TimeScale) {
+    r.model_s = r.wall_s / k.factor();
     if k.is_one() {
         return;
     }
     let k = k.factor();
-    r.wall_s /= k;
     r.gap_before_s /= k;
     for (name, v) in r.metrics.iter_mut() {
         if name.ends_with("_bw") || name.ends_with("_iops") {
             *v *= k;
         } else if name.contains("_clat_") {
             *v /= k;
-        }
-    }
-    if let Some(s) = &mut r.series {
-        s.interval_s /= k;
-        for v in s.read_bytes_s.iter_mut().chain(s.write_bytes_s.iter_mut()) {
-            *v *= k;
         }
     }
     if let Some(s) = &mut r.surface {
@@ -447,7 +444,8 @@ mod tests {
     fn wall_clock_figures_come_back_in_drive_time() {
         let mut r = phase();
         phase_to_drive_time(&mut r, "4".parse().unwrap());
-        assert_eq!(r.wall_s, 10.0);
+        assert_eq!(r.wall_s, 40.0, "the wall clock's");
+        assert_eq!(r.model_s, 10.0, "the drive's");
         assert_eq!(r.gap_before_s, 2.0);
         assert_eq!(r.metrics["write_bw"], 200e6);
         assert_eq!(r.metrics["write_iops"], 1600.0);
@@ -455,16 +453,17 @@ mod tests {
         assert_eq!(r.metrics["write_clat_p99"], 2e6);
         assert_eq!(r.metrics["median_bw"], 80e6);
         assert_eq!(r.metrics["waf"], 1.5, "a ratio of counters is not time");
-        let s = r.series.as_ref().unwrap();
-        assert_eq!(s.interval_s, 0.25);
-        assert_eq!(s.write_bytes_s, vec![200e6, 240e6]);
+        // The series is built in drive time from fio's logs, not here.
+        assert_eq!(r.series, phase().series);
         let sf = r.surface.as_ref().unwrap();
         assert_eq!(sf.points[0].bytes_s, 80e6);
         assert_eq!(sf.points[0].start_s, Some(0.5));
         assert_eq!(sf.lead_s, Some(0.1));
-        // K = 1 changes nothing.
+        // K = 1 changes nothing but the drive time, the wall time.
         let mut same = phase();
         phase_to_drive_time(&mut same, TimeScale::ONE);
+        assert_eq!(same.model_s, 40.0);
+        same.model_s = 0.0;
         assert_eq!(same, phase());
     }
 

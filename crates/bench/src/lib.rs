@@ -150,6 +150,15 @@ pub struct RunArgs {
     /// Also write the `expect` results as JUnit XML.
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
+    /// An inconclusive expectation (one the guest, not the drive, decided,
+    /// or one the simulator cannot measure) fails the run, as CI wants it:
+    /// nothing passes unjudged. The scenario's `strict = true` makes it
+    /// the default.
+    #[arg(long, conflicts_with = "no_strict")]
+    pub strict: bool,
+    /// Not strict, whatever the scenario says.
+    #[arg(long)]
+    pub no_strict: bool,
     /// Print the results as JSON on stdout.
     #[arg(long)]
     pub json: bool,

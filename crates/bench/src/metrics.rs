@@ -125,42 +125,142 @@ pub fn drive(p: &mut PhaseResult) {
     m.insert("model_s".into(), p.model_s);
 }
 
-/// Parse fio bandwidth logs (`msec, KiB/s, dir, bs, offset` lines, one
-/// file per job) into per-interval totals.
-pub fn series_from_logs(logs: &[String], interval_ms: u64) -> Series {
-    let mut read: BTreeMap<u64, f64> = BTreeMap::new();
-    let mut write: BTreeMap<u64, f64> = BTreeMap::new();
+/// One entry of a bandwidth log as the window it averages: from the
+/// previous entry of its log and direction (or the job's start) to its
+/// own time, drive-time seconds from the phase's start, at `bytes_s`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BwWindow {
+    /// The window's start, s.
+    pub start_s: f64,
+    /// Its end (the entry's time), s.
+    pub end_s: f64,
+    /// Bytes/s over it.
+    pub bytes_s: f64,
+    /// A write (else a read).
+    pub write: bool,
+}
+
+/// fio bandwidth logs (`msec, KiB/s, dir, bs, offset` lines, one file
+/// per job, written with `log_avg_msec`) as windows in the drive's time:
+/// each entry averages the bytes moved since the previous entry of its
+/// log and direction (fio's own `bw_sample_time`), so it covers that
+/// span; under time dilation `k` the wall-clock times are ÷ `k` and the
+/// rates × `k`.
+pub fn windows_from_logs(logs: &[String], k: f64) -> Vec<BwWindow> {
+    let k = if k.is_finite() && k > 0.0 { k } else { 1.0 };
+    let mut out = Vec::new();
     for text in logs {
+        let mut last = [0.0f64; 2];
         for l in text.lines() {
             let f: Vec<&str> = l.split(',').map(str::trim).collect();
             if f.len() < 3 {
                 continue;
             }
-            let (Ok(ms), Ok(kib), Ok(dir)) =
-                (f[0].parse::<u64>(), f[1].parse::<f64>(), f[2].parse::<u8>())
-            else {
+            let (Ok(ms), Ok(kib), Ok(dir)) = (
+                f[0].parse::<u64>(),
+                f[1].parse::<f64>(),
+                f[2].parse::<usize>(),
+            ) else {
                 continue;
             };
-            let slot = ms.saturating_sub(1) / interval_ms.max(1);
-            let target = if dir == 0 {
-                &mut read
-            } else if dir == 1 {
-                &mut write
-            } else {
+            if dir > 1 {
                 continue;
-            };
-            *target.entry(slot).or_default() += kib * 1024.0;
+            }
+            let end_s = ms as f64 / 1000.0 / k;
+            let start_s = last[dir];
+            last[dir] = end_s.max(start_s);
+            out.push(BwWindow {
+                start_s,
+                end_s,
+                bytes_s: kib * 1024.0 * k,
+                write: dir == 1,
+            });
         }
     }
-    let to_vec = |m: &BTreeMap<u64, f64>| -> Vec<f64> {
-        let n = m.keys().max().map(|k| k + 1).unwrap_or(0);
-        (0..n).map(|i| m.get(&i).copied().unwrap_or(0.0)).collect()
-    };
-    Series {
-        interval_s: interval_ms as f64 / 1000.0,
-        read_bytes_s: to_vec(&read),
-        write_bytes_s: to_vec(&write),
+    out
+}
+
+/// The nearest (by ratio) of 1, 2, 2.5 and 5 × 10ⁿ to `v`.
+fn round_step(v: f64) -> f64 {
+    if !(v.is_finite() && v > 0.0) {
+        return 1.0;
     }
+    let e = 10f64.powf(v.log10().floor());
+    [1.0, 2.0, 2.5, 5.0, 10.0]
+        .iter()
+        .map(|m| m * e)
+        .min_by(|a, b| (a / v).ln().abs().total_cmp(&(b / v).ln().abs()))
+        .unwrap_or(e)
+}
+
+/// Most bins a series gets: a longer phase gets wider ones.
+const MAX_BINS: f64 = 2000.0;
+
+/// Bandwidth windows binned into a series: bins about as wide as the
+/// windows are long (their median, to the nearest 1, 2, 2.5 or 5 × 10ⁿ
+/// s: the resolution the entries support), each window's bytes spread
+/// evenly over the time it covers. A log's windows follow one another
+/// without a gap, so every bin within the phase gets the rate of the
+/// windows it overlaps: a steady phase draws a steady line wherever its
+/// entries' times fall, and no bytes are lost or counted twice. Under
+/// dilation the guest's entries come about 1 / K of the drive's seconds
+/// apart; late or early entries (a busy host) move bytes between
+/// neighbouring bins instead of leaving one empty and doubling the next.
+pub fn series_from_windows(windows: &[BwWindow]) -> Series {
+    let valid: Vec<&BwWindow> = windows
+        .iter()
+        .filter(|w| {
+            w.start_s.is_finite()
+                && w.end_s.is_finite()
+                && w.bytes_s.is_finite()
+                && w.end_s > w.start_s
+                && w.start_s >= 0.0
+        })
+        .collect();
+    let Some(end) = valid.iter().map(|w| w.end_s).reduce(f64::max) else {
+        return Series {
+            interval_s: 1.0,
+            ..Series::default()
+        };
+    };
+    let mut lengths: Vec<f64> = valid.iter().map(|w| w.end_s - w.start_s).collect();
+    lengths.sort_by(f64::total_cmp);
+    let median = lengths[lengths.len() / 2];
+    let width = round_step(median.max(end / MAX_BINS));
+    let n = ((end / width) - 1e-9).ceil().max(1.0) as usize;
+    let (mut read, mut write) = (vec![0.0; n], vec![0.0; n]);
+    for w in valid {
+        let bins = if w.write { &mut write } else { &mut read };
+        let first = (w.start_s / width).floor() as usize;
+        let last = ((w.end_s / width).ceil() as usize).min(n);
+        for (i, bin) in bins.iter_mut().enumerate().take(last).skip(first) {
+            let (lo, hi) = (i as f64 * width, (i + 1) as f64 * width);
+            let overlap = w.end_s.min(hi) - w.start_s.max(lo);
+            if overlap > 0.0 {
+                *bin += w.bytes_s * overlap / width;
+            }
+        }
+    }
+    // The last bin is cut short by the phase's end: its rate is over the
+    // part of it that existed.
+    let covered = (end - (n - 1) as f64 * width) / width;
+    if covered > 0.0 && covered < 1.0 {
+        for v in [&mut read, &mut write] {
+            v[n - 1] /= covered;
+        }
+    }
+    let active = |v: &[f64]| v.iter().any(|x| *x > 0.0);
+    Series {
+        interval_s: width,
+        read_bytes_s: if active(&read) { read } else { Vec::new() },
+        write_bytes_s: if active(&write) { write } else { Vec::new() },
+    }
+}
+
+/// fio bandwidth logs in the drive's time (dilation `k`), binned as
+/// [`series_from_windows`] does.
+pub fn series_from_logs(logs: &[String], k: f64) -> Series {
+    series_from_windows(&windows_from_logs(logs, k))
 }
 
 /// Counters difference as an audit-like TRIM report (the simulator's view).
@@ -191,9 +291,60 @@ mod tests {
                 "1000, 100, 1, 4096, 0\n2000, 200, 1, 4096, 0\n".into(),
                 "1000, 50, 1, 4096, 0\n".into(),
             ],
-            1000,
+            1.0,
         );
+        assert_eq!(s.interval_s, 1.0);
         assert_eq!(s.write_bytes_s, vec![150.0 * 1024.0, 200.0 * 1024.0]);
         assert!(s.read_bytes_s.is_empty());
+    }
+
+    /// fio under TCG logs a little late or early: entries at 1000, 2001,
+    /// 2999, 4002 ... ms. Binned by the entries' times, a steady 100 KiB/s
+    /// came out as 100, 0, 200, 100 (the chart's drops to zero); spread
+    /// over the windows they average, it stays 100 throughout.
+    #[test]
+    fn jittered_entries_draw_a_steady_line() {
+        let times = [1000, 2001, 2999, 4002, 5000, 5999, 7003, 8000];
+        let log: String = times
+            .iter()
+            .map(|t| format!("{t}, 100, 1, 131072, 0\n"))
+            .collect();
+        let s = series_from_logs(&[log], 1.0);
+        assert_eq!(s.interval_s, 1.0);
+        assert_eq!(s.write_bytes_s.len(), 8);
+        for v in &s.write_bytes_s {
+            assert!((v / 102_400.0 - 1.0).abs() < 0.01, "{:?}", s.write_bytes_s);
+        }
+        // The bytes are all there.
+        let bytes: f64 = s.write_bytes_s.iter().sum::<f64>() * s.interval_s;
+        assert!((bytes - 102_400.0 * 8.0).abs() < 1.0, "{bytes}");
+    }
+
+    /// Dilated by 5: fio's 1-second wall-clock entries are 0.2 s of the
+    /// drive's, at 5 × the rate; bins of 0.2 s, no zero between busy
+    /// ones, and the drive's bytes per second.
+    #[test]
+    fn dilated_entries_are_binned_in_drive_time() {
+        let times = [1000, 2030, 2990, 4010, 5000, 6020];
+        let log: String = times
+            .iter()
+            .map(|t| format!("{t}, 20000, 1, 131072, 0\n"))
+            .collect();
+        let s = series_from_logs(&[log], 5.0);
+        assert!((s.interval_s - 0.2).abs() < 1e-12, "{}", s.interval_s);
+        let v = &s.write_bytes_s;
+        assert!(v.iter().all(|x| *x > 0.0), "{v:?}");
+        let want = 20000.0 * 1024.0 * 5.0;
+        for x in v {
+            assert!((x / want - 1.0).abs() < 0.01, "{v:?}");
+        }
+        // A log with a read direction too gets both.
+        let s = series_from_logs(
+            &["1000, 10, 0, 4096, 0\n1000, 30, 1, 4096, 0\n".into()],
+            1.0,
+        );
+        assert_eq!(s.read_bytes_s, vec![10.0 * 1024.0]);
+        assert_eq!(s.write_bytes_s, vec![30.0 * 1024.0]);
+        assert!(series_from_logs(&[], 1.0).write_bytes_s.is_empty());
     }
 }

@@ -40,6 +40,7 @@ fn key_figure(r: &PhaseResult) -> String {
     let parts: Vec<String> = [
         mbs("write_bw").map(|s| format!("write {s}")),
         mbs("read_bw").map(|s| format!("read {s}")),
+        mbs("median_bw").map(|s| format!("median {s}")),
         mbs("mean_bw").map(|s| format!("mean {s}")),
         m.get("trim_bytes")
             .map(|v| format!("{} trimmed", vssd_profile::size::format_size(*v as u64))),

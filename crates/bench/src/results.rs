@@ -159,6 +159,10 @@ pub struct ExpectResult {
     /// guest-bound (the emulated host, not the drive, set its figure).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inconclusive: Option<String>,
+    /// The run was strict (`bench run --strict`, or `strict = true` in the
+    /// scenario): an inconclusive verdict fails it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub strict: bool,
 }
 
 /// What an `expect` assertion came to.
@@ -182,26 +186,35 @@ impl ExpectResult {
         }
     }
 
-    /// It failed (an inconclusive one did not).
+    /// It failed: it did not hold, or it was inconclusive in a strict run.
     pub fn failed(&self) -> bool {
-        self.verdict() == Verdict::Fail
+        match self.verdict() {
+            Verdict::Pass => false,
+            Verdict::Fail => true,
+            Verdict::Inconclusive => self.strict,
+        }
+    }
+
+    /// Inconclusive, and so failed, because the run was strict.
+    pub fn strict_failure(&self) -> bool {
+        self.strict && self.verdict() == Verdict::Inconclusive
     }
 
     /// `PASS`, `FAIL`, `INCONCLUSIVE (guest-bound)` or `INCONCLUSIVE (not
-    /// simulated)`.
+    /// simulated)`; in a strict run an inconclusive one is `FAIL (strict):
+    /// INCONCLUSIVE (...)`.
     pub fn label(&self) -> &'static str {
-        match self.verdict() {
-            Verdict::Pass => "PASS",
-            Verdict::Fail => "FAIL",
-            Verdict::Inconclusive
-                if self
-                    .inconclusive
-                    .as_deref()
-                    .is_some_and(|w| w.starts_with("inconclusive (not simulated)")) =>
-            {
-                "INCONCLUSIVE (not simulated)"
-            }
-            Verdict::Inconclusive => "INCONCLUSIVE (guest-bound)",
+        let not_simulated = self
+            .inconclusive
+            .as_deref()
+            .is_some_and(|w| w.starts_with("inconclusive (not simulated)"));
+        match (self.verdict(), not_simulated, self.strict) {
+            (Verdict::Pass, ..) => "PASS",
+            (Verdict::Fail, ..) => "FAIL",
+            (Verdict::Inconclusive, true, false) => "INCONCLUSIVE (not simulated)",
+            (Verdict::Inconclusive, false, false) => "INCONCLUSIVE (guest-bound)",
+            (Verdict::Inconclusive, true, true) => "FAIL (strict): INCONCLUSIVE (not simulated)",
+            (Verdict::Inconclusive, false, true) => "FAIL (strict): INCONCLUSIVE (guest-bound)",
         }
     }
 }
@@ -317,6 +330,14 @@ pub struct BenchResults {
     /// How `K` was chosen (`--time-scale auto`: what the probe measured).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_scale_reason: Option<String>,
+    /// A strict run (`bench run --strict`, or the scenario's `strict =
+    /// true`): an inconclusive expectation fails it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub strict: bool,
+    /// How long the whole run took on the wall clock (probe, boots and
+    /// simulator runs included), s; 0 when unknown.
+    #[serde(default)]
+    pub duration_s: f64,
 }
 
 fn one() -> f64 {
@@ -335,16 +356,41 @@ impl BenchResults {
     }
 
     /// Whether the run completed and no `expect` failed (inconclusive
-    /// ones neither pass nor fail: see [`Self::inconclusive`]).
+    /// ones neither pass nor fail, unless the run was strict: see
+    /// [`Self::inconclusive`]).
     pub fn passed(&self) -> bool {
         self.incomplete.is_none() && !self.expects.iter().any(ExpectResult::failed)
     }
 
-    /// The `expect` assertions that were inconclusive.
+    /// The `expect` assertions that were inconclusive (not judged),
+    /// strict run or not.
     pub fn inconclusive(&self) -> usize {
         self.expects
             .iter()
             .filter(|e| e.verdict() == Verdict::Inconclusive)
             .count()
+    }
+
+    /// One line on the expectations: how many held, failed and were not
+    /// judged, e.g. `3 checks: 1 passed, 0 failed, 2 not judged
+    /// (inconclusive)`, and with `strict`, that those failed the run.
+    pub fn checks_line(&self) -> String {
+        let n = self.expects.len();
+        let count = |v: Verdict| self.expects.iter().filter(|e| e.verdict() == v).count();
+        let (pass, fail, open) = (
+            count(Verdict::Pass),
+            count(Verdict::Fail),
+            count(Verdict::Inconclusive),
+        );
+        let mut s = format!(
+            "{n} check{}: {pass} passed, {fail} failed, {open} not judged (inconclusive)",
+            if n == 1 { "" } else { "s" }
+        );
+        if open > 0 && self.strict {
+            s.push_str(", which fails a strict run");
+        } else if open > 0 {
+            s.push_str("; --strict would fail the run on them");
+        }
+        s
     }
 }

@@ -28,6 +28,7 @@ pub(crate) fn run_cmd(a: RunArgs) -> Result<(), BenchError> {
             bus: a.bus,
         },
     )?;
+    let started = std::time::Instant::now();
     let cancel = catch_interrupt();
     let progress = Progress::new(sc.phases.len(), a.json);
     progress.say(&format!(
@@ -47,6 +48,8 @@ pub(crate) fn run_cmd(a: RunArgs) -> Result<(), BenchError> {
     } else {
         guest_run(&a, &sc, &predicted, cancel, &progress)?
     };
+    r.strict = (a.strict || sc.strict) && !a.no_strict;
+    r.duration_s = started.elapsed().as_secs_f64();
     r.expects = evaluate(&sc, &r);
     finish(&a, &r)
 }
@@ -182,11 +185,19 @@ fn finish(a: &RunArgs, r: &BenchResults) -> Result<(), BenchError> {
     let failed: Vec<&ExpectResult> = r.expects.iter().filter(|e| e.failed()).collect();
     if !failed.is_empty() {
         return Err(BenchError::Failed(format!(
-            "{} expectation(s) failed: {}",
+            "{} expectation(s) failed{}: {}",
             failed.len(),
+            if failed.iter().any(|e| e.strict_failure()) {
+                " (strict: inconclusive ones fail)"
+            } else {
+                ""
+            },
             failed
                 .iter()
-                .map(|e| format!("{} [{}]", e.text, e.detail))
+                .map(|e| match &e.inconclusive {
+                    Some(why) => format!("{} [{}] {why}", e.text, e.detail),
+                    None => format!("{} [{}]", e.text, e.detail),
+                })
                 .collect::<Vec<_>>()
                 .join("; ")
         )));

@@ -90,16 +90,17 @@ pub(crate) fn summary(r: &BenchResults) -> String {
     }
     let _ = writeln!(
         o,
-        "{:<18} {:<13} {:>9} {:>12} {:>12} {:>7}",
-        "phase", "kind", "time s", "figure", "MB/s", "WAF"
+        "{:<18} {:<13} {:>9} {:>9} {:>12} {:>12} {:>7}",
+        "phase", "kind", "drive s", "wall s", "figure", "MB/s", "WAF"
     );
     for p in &r.phases {
         let (metric, v) = throughput_metric(p).unwrap_or(("", 0.0));
         let _ = writeln!(
             o,
-            "{:<18} {:<13} {:>9.1} {:>12} {:>12} {:>7}",
+            "{:<18} {:<13} {:>9.1} {:>9.1} {:>12} {:>12} {:>7}",
             p.name,
             p.kind,
+            p.model_s,
             p.wall_s,
             metric,
             if metric.is_empty() {
@@ -161,6 +162,9 @@ pub(crate) fn summary(r: &BenchResults) -> String {
         if let Some(why) = &e.inconclusive {
             let _ = writeln!(o, "    {why}");
         }
+    }
+    if !r.expects.is_empty() {
+        let _ = writeln!(o, "{}", r.checks_line());
     }
     if let Some(why) = &r.incomplete {
         let _ = writeln!(o, "INCOMPLETE: {why}");

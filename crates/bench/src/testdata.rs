@@ -334,6 +334,7 @@ fn trim_recovery_run(mode: Mode, seed: u64, recovered: f64, random_level: f64) -
                 0.5 * fresh
             ),
             inconclusive: None,
+            strict: false,
         },
         ExpectResult {
             text: "trimmed.mean_bw >= 0.9 * fresh.mean_bw".into(),
@@ -343,6 +344,7 @@ fn trim_recovery_run(mode: Mode, seed: u64, recovered: f64, random_level: f64) -
                 0.9 * fresh
             ),
             inconclusive: None,
+            strict: false,
         },
     ];
     BenchResults {
@@ -363,6 +365,8 @@ fn trim_recovery_run(mode: Mode, seed: u64, recovered: f64, random_level: f64) -
         incomplete: None,
         time_scale: 1.0,
         time_scale_reason: None,
+        strict: false,
+        duration_s: 0.0,
     }
 }
 
@@ -374,7 +378,7 @@ pub(crate) fn trim_recovery() -> BenchResults {
     for p in &guest.phases {
         let metric = match p.kind.as_str() {
             "fio" => "write_bw",
-            "surface" => "mean_bw",
+            "surface" => "median_bw",
             _ => continue,
         };
         let (Some(g), Some(s)) = (
@@ -448,6 +452,7 @@ pub(crate) fn used_state() -> BenchResults {
             passed: true,
             detail: "used.write_bw = 8.0e7 < 0.8 × fresh.write_bw = 1.39e8".into(),
             inconclusive: None,
+            strict: false,
         }],
         tolerance: 0.1,
         comparison: Vec::new(),
@@ -455,5 +460,7 @@ pub(crate) fn used_state() -> BenchResults {
         incomplete: None,
         time_scale: 1.0,
         time_scale_reason: None,
+        strict: false,
+        duration_s: 0.0,
     }
 }

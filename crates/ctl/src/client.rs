@@ -151,6 +151,13 @@ pub(crate) fn wait_ready(control: &Path, timeout: Duration) -> Result<(), CtlErr
             .and_then(|mut c| c.call(&CtlRequest::Stats, &mut |_| {}));
         match r {
             Ok(_) => return Ok(()),
+            // Waiting does not make the socket ours.
+            Err(e @ CtlError::Connect { .. })
+                if matches!(&e, CtlError::Connect { source, .. }
+                    if source.kind() == std::io::ErrorKind::PermissionDenied) =>
+            {
+                return Err(e);
+            }
             Err(e @ (CtlError::Connect { .. } | CtlError::Io(_))) => {
                 if start.elapsed() >= timeout {
                     return Err(e);

@@ -24,10 +24,8 @@ pub use run::run;
 /// Errors of the control client.
 #[derive(Debug, Error)]
 pub enum CtlError {
-    /// No daemon at the socket.
-    #[error(
-        "cannot connect to control socket {path} (is `vssd serve` running with --control {path}?)"
-    )]
+    /// No daemon at the socket, or not one this user may talk to.
+    #[error("{}", connect_message(path, source))]
     Connect {
         /// The socket.
         path: PathBuf,
@@ -63,6 +61,25 @@ pub enum CtlError {
     /// Printing the result failed.
     #[error("writing the output")]
     Output(#[source] vssd_common::cli_out::StdoutError),
+}
+
+/// What a failed connect to the control socket means, by its cause.
+fn connect_message(path: &std::path::Path, e: &std::io::Error) -> String {
+    let p = path.display();
+    match e.kind() {
+        std::io::ErrorKind::PermissionDenied => format!(
+            "not allowed to use control socket {p}: it is private (mode 0600) to the user the \
+             daemon runs as; run vssd ctl as that user (for a daemon running as root: sudo vssd ctl ...)"
+        ),
+        std::io::ErrorKind::NotFound => {
+            format!("no control socket at {p} (is `vssd serve` running with --control {p}?)")
+        }
+        std::io::ErrorKind::ConnectionRefused => format!(
+            "nothing listens on control socket {p}: the daemon that made it is gone \
+             (is `vssd serve` running?)"
+        ),
+        _ => format!("cannot connect to control socket {p}"),
+    }
 }
 
 impl From<std::io::Error> for CtlError {

@@ -18,6 +18,76 @@ pub struct Phase {
     pub name: String,
     /// Bytes/s for each quarter of the disk, in disk order.
     pub quarters_bytes_s: Vec<f64>,
+    /// What the drive did over the phase, from the daemon's counters
+    /// (`None` if a snapshot failed).
+    pub drive: Option<PhaseDrive>,
+}
+
+/// The drive's side of a measured phase: the daemon's figures beside the
+/// guest's. A host busy with other work slows the guest and leaves the
+/// drive waiting for it (`busy_share` falls), but does not change what
+/// the drive did while it had requests (`bytes_s_busy`), nor its write
+/// amplification.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PhaseDrive {
+    /// Host bytes written.
+    pub host_written_bytes: u64,
+    /// NAND bytes programmed.
+    pub nand_programmed_bytes: u64,
+    /// Their ratio (0 without host writes).
+    pub write_amplification: f64,
+    /// GC page copies.
+    pub gc_copies: u64,
+    /// Wall time of the phase on the host, s.
+    pub wall_s: f64,
+    /// Time the drive had at least one request in flight, s.
+    pub busy_s: f64,
+    /// `busy_s / wall_s`: how much of the phase the guest kept the drive busy.
+    pub busy_share: f64,
+    /// Host bytes written per second of busy time: the drive's speed,
+    /// whatever the guest's pace.
+    pub bytes_s_busy: f64,
+}
+
+/// The drive at a phase boundary.
+#[derive(Debug, Clone)]
+struct Snap {
+    host_written: u64,
+    nand_programmed: u64,
+    gc_copies: u64,
+    busy_ns: u64,
+    at: Instant,
+}
+
+impl PhaseDrive {
+    fn between(a: &Snap, b: &Snap) -> PhaseDrive {
+        let host = b.host_written.saturating_sub(a.host_written);
+        let nand = b.nand_programmed.saturating_sub(a.nand_programmed);
+        let busy_s = b.busy_ns.saturating_sub(a.busy_ns) as f64 / 1e9;
+        let wall_s = b.at.duration_since(a.at).as_secs_f64();
+        PhaseDrive {
+            host_written_bytes: host,
+            nand_programmed_bytes: nand,
+            write_amplification: if host > 0 {
+                nand as f64 / host as f64
+            } else {
+                0.0
+            },
+            gc_copies: b.gc_copies.saturating_sub(a.gc_copies),
+            wall_s,
+            busy_s,
+            busy_share: if wall_s > 0.0 {
+                (busy_s / wall_s).min(1.0)
+            } else {
+                0.0
+            },
+            bytes_s_busy: if busy_s > 0.0 {
+                host as f64 / busy_s
+            } else {
+                0.0
+            },
+        }
+    }
 }
 
 /// The demo's result.
@@ -119,6 +189,7 @@ fn parse_phases(output: &str) -> Result<Vec<Phase>, DemoError> {
         phases.push(Phase {
             name: tag.to_string(),
             quarters_bytes_s: quarters,
+            drive: None,
         });
     }
     Ok(phases)
@@ -137,10 +208,28 @@ pub fn run(args: &DemoArgs, env: &Env) -> Result<(), DemoError> {
     ));
     let random_bytes = (args.capacity as f64 * args.random_passes) as u64;
     let t0 = Instant::now();
+    // The drive at each measured phase's start and end.
+    let mut snaps: Vec<(String, Option<Snap>, Option<Snap>)> = Vec::new();
+    let take = || {
+        serve.stats().ok().map(|r| Snap {
+            host_written: r.counters.host_written_bytes,
+            nand_programmed: r.counters.nand_bytes_programmed,
+            gc_copies: r.counters.gc_copies,
+            busy_ns: r.connection.depth.busy_ns,
+            at: Instant::now(),
+        })
+    };
     let run = Guest::new().disk(serve.disk()).run_script_streaming(
         &script(args.bus, args.capacity, random_bytes),
         Duration::from_secs(args.timeout),
         |line| {
+            if let Some(phase) = line.strip_prefix("@@BEGIN ") {
+                snaps.push((phase.trim().to_string(), take(), None));
+            } else if let Some(phase) = line.strip_prefix("@@END ")
+                && let Some(s) = snaps.iter_mut().find(|s| s.0 == phase.trim())
+            {
+                s.2 = take();
+            }
             let step = if let Some(phase) = line.strip_prefix("@@BEGIN ") {
                 format!("{phase}: sequential 128 KiB writes over the whole disk")
             } else if let Some(n) = line.strip_prefix("@@AGE ") {
@@ -163,7 +252,12 @@ pub fn run(args: &DemoArgs, env: &Env) -> Result<(), DemoError> {
             output: run.output,
         });
     }
-    let phases = parse_phases(&run.output)?;
+    let mut phases = parse_phases(&run.output)?;
+    for p in &mut phases {
+        if let Some((_, Some(a), Some(b))) = snaps.iter().find(|s| s.0 == p.name) {
+            p.drive = Some(PhaseDrive::between(a, b));
+        }
+    }
     let stats = serde_json::to_value(serve.stats()?).unwrap_or(serde_json::Value::Null);
     drop(serve);
 
@@ -223,6 +317,27 @@ fn table(r: &DemoReport) -> String {
         r.predicted_seq_write_bytes_s / 1e6,
         r.predicted_quarter_bytes_s / 1e6
     );
+    let drive: Vec<String> = r
+        .phases
+        .iter()
+        .filter_map(|p| {
+            let d = p.drive.as_ref()?;
+            Some(format!(
+                "{} {:.1} MB/s while busy ({:.0} % of the phase), WAF {:.2}",
+                p.name,
+                d.bytes_s_busy / 1e6,
+                d.busy_share * 100.0,
+                d.write_amplification
+            ))
+        })
+        .collect();
+    if !drive.is_empty() {
+        let _ = writeln!(
+            o,
+            "drive side (the daemon's counters): {}",
+            drive.join("; ")
+        );
+    }
     let first = |name: &str| {
         r.phases
             .iter()

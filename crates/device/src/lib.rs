@@ -46,6 +46,7 @@ pub mod files;
 pub mod hist;
 mod io;
 mod maintenance;
+mod op;
 mod pipeline;
 pub mod power;
 pub mod report;

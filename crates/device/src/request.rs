@@ -12,79 +12,11 @@
 
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
 use vssd_trace::vssd::{FLAG_FUA, FLAG_MORE, FLAG_UNMAP, RecOp, Record, status as trace_status};
 
 use super::capture::RawRecord;
-use super::stats::{ConnStats, FrontendStats, Stats, TrimOutcome};
-
-/// Kinds of request, for statistics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum OpKind {
-    /// Read.
-    Read = 0,
-    /// Write.
-    Write = 1,
-    /// Discard / TRIM / deallocate.
-    Discard = 2,
-    /// Write zeroes (either flavour).
-    WriteZeroes = 3,
-    /// Flush.
-    Flush = 4,
-    /// Anything answered without the drive (GET_ID, CACHE, invalid requests).
-    Other = 5,
-}
-
-impl OpKind {
-    /// All kinds, in index order.
-    pub const ALL: [OpKind; 6] = [
-        OpKind::Read,
-        OpKind::Write,
-        OpKind::Discard,
-        OpKind::WriteZeroes,
-        OpKind::Flush,
-        OpKind::Other,
-    ];
-
-    /// Stable name used in JSON.
-    pub fn name(self) -> &'static str {
-        match self {
-            OpKind::Read => "read",
-            OpKind::Write => "write",
-            OpKind::Discard => "discard",
-            OpKind::WriteZeroes => "write_zeroes",
-            OpKind::Flush => "flush",
-            OpKind::Other => "other",
-        }
-    }
-}
-
-/// How a request ended, independent of any wire format: each frontend maps
-/// it to its protocol's status (virtio-blk `S_*`, NBD errno values).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    /// Done.
-    Ok,
-    /// Malformed or out of range: refused before it touched anything.
-    Invalid,
-    /// A request type or flag the drive does not implement.
-    Unsupported,
-    /// Reading or writing the data failed.
-    IoError,
-    /// The backing store is full.
-    NoSpace,
-    /// The drive stopped after an internal failure, or its power is cut
-    /// (`ctl power-cut`), and refuses all I/O.
-    Stopped,
-}
-
-impl Status {
-    /// Whether the request succeeded.
-    pub fn is_ok(self) -> bool {
-        self == Status::Ok
-    }
-}
+pub use super::op::{OpKind, Status};
+use super::stats::{ConnStats, Finished, Frontend, FrontendStats, Stats, TrimOutcome};
 
 /// What a connection's requests record into (no cycle: the device's list
 /// of frontends never points back here).
@@ -92,6 +24,19 @@ pub(crate) struct ConnHandle {
     pub(crate) stats: Arc<Stats>,
     pub(crate) frontend: Arc<FrontendStats>,
     pub(crate) conn: Arc<ConnStats>,
+}
+
+impl Frontend {
+    /// Record a new connection from `peer`: every request of it is
+    /// accounted through the returned [`Connection`].
+    pub fn connect(&self, peer: impl Into<String>) -> Connection {
+        let (stats, frontend, conn) = self.open_conn(peer);
+        Connection::new(ConnHandle {
+            stats,
+            frontend,
+            conn,
+        })
+    }
 }
 
 /// A frontend connection as the device sees it: every request of the
@@ -347,7 +292,16 @@ impl Pending {
         self.done = true;
         self.trace(Some(delivered_ns));
         let h = &self.conn;
-        h.stats.complete(&h.frontend, &h.conn, &self, delivered_ns);
+        let done = Finished {
+            op: self.op,
+            bytes: self.bytes,
+            status: self.status,
+            refused: self.refused,
+            trim: self.trim,
+            submit_ns: self.submit_ns,
+            due_ns: self.due_ns,
+        };
+        h.stats.complete(&h.frontend, &h.conn, &done, delivered_ns);
     }
 }
 

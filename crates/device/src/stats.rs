@@ -18,12 +18,11 @@ use vssd_common::clock::TimeScale;
 
 use super::capture::Capture;
 use super::hist::{Histogram, Summary};
+pub use super::op::{OpKind, Status};
 pub use super::report::{
     ConnReport, ConnectionReport, DepthReport, DriveReport, FrontendReport, IoReport, OpCount,
     OpReport, StatsReport, TrimReport, WindowReport,
 };
-use super::request::{ConnHandle, Connection, Pending};
-pub use super::request::{OpKind, Status};
 
 /// Closed connections kept in a frontend's report (oldest dropped first).
 pub const CLOSED_CONNS_KEPT: usize = 16;
@@ -307,7 +306,7 @@ impl Stats {
         &self,
         fe: &FrontendStats,
         conn: &ConnStats,
-        p: &Pending,
+        p: &Finished,
         delivered_ns: u64,
     ) {
         self.record(p, delivered_ns);
@@ -339,7 +338,7 @@ impl Stats {
         conn.counters.depth.leave(submit_ns, at_ns);
     }
 
-    fn record(&self, p: &Pending, delivered_ns: u64) {
+    fn record(&self, p: &Finished, delivered_ns: u64) {
         let s = &self.ops[p.op as usize];
         s.cmds.fetch_add(1, Relaxed);
         s.bytes.fetch_add(p.bytes, Relaxed);
@@ -436,8 +435,13 @@ impl Frontend {
         Negotiating(self.stats.clone())
     }
 
-    /// Record a new connection from `peer`.
-    pub fn connect(&self, peer: impl Into<String>) -> Connection {
+    /// Record a new connection from `peer`: the device's, the
+    /// frontend's and the connection's counters its requests record into
+    /// ([`Frontend::connect`] wraps them).
+    pub(crate) fn open_conn(
+        &self,
+        peer: impl Into<String>,
+    ) -> (Arc<Stats>, Arc<FrontendStats>, Arc<ConnStats>) {
         let fe = &self.stats;
         let id = fe.connections.fetch_add(1, Relaxed) + 1;
         let c = Arc::new(ConnStats {
@@ -462,11 +466,7 @@ impl Frontend {
             closed -= 1;
         }
         conns.push_back(c.clone());
-        Connection::new(ConnHandle {
-            stats: self.device.clone(),
-            frontend: fe.clone(),
-            conn: c,
-        })
+        (self.device.clone(), fe.clone(), c)
     }
 
     /// Connections open now.
@@ -554,6 +554,21 @@ impl ConnStats {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What a request that reached its completion reports to the counters
+/// (taken from its [`Pending`](super::request::Pending) guard).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Finished {
+    pub(crate) op: OpKind,
+    pub(crate) bytes: u64,
+    pub(crate) status: Status,
+    /// Refused by the frontend before it reached the drive.
+    pub(crate) refused: bool,
+    pub(crate) trim: TrimOutcome,
+    /// Submission and modelled completion (daemon clock).
+    pub(crate) submit_ns: u64,
+    pub(crate) due_ns: u64,
 }
 
 #[cfg(test)]

@@ -381,6 +381,17 @@ impl Plan {
             base: own.clone(),
         });
         let record = fits.get(&own.name).filter(|_| !own.fit.is_empty());
+        // A record whose values cannot apply judges nothing.
+        let record = match record.map(|r| r.check_values(&own)) {
+            Some(Err(why)) => {
+                self.notes[fi].push(format!(
+                    "the fit record of {} is unusable ({why}): figures judged on the preset as it is",
+                    f.preset
+                ));
+                None
+            }
+            _ => record,
+        };
         if !own.fit.is_empty() && record.is_none() {
             self.notes[fi].push(format!(
                 "{} declares free parameters but has no fit record: figures judged on the preset as it is",
@@ -479,7 +490,7 @@ impl Plan {
                 scale: *scale,
                 protocol: p,
                 reading,
-                origin: format!("validation/{}.toml", f.preset),
+                origin: f.origin.clone(),
             });
         }
         let results = run::run_all(&tasks, seed, jobs, &|n, total| {

@@ -18,6 +18,7 @@
 pub mod chart;
 pub mod corpus;
 pub mod fit;
+mod format;
 pub mod judge;
 mod load;
 pub mod run;
@@ -109,10 +110,21 @@ pub struct ValidateArgs {
     /// Seed of the model and the jobs.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Write each preset's summary (figures, held-out median and share
+    /// within ±25 %, shapes held) to this file, the one `vssd profiles`
+    /// shows (`validation/summary.toml`). Needs --all at full size.
+    #[arg(long, value_name = "FILE")]
+    pub write_summary: Option<PathBuf>,
 }
 
 /// `vssd validate`.
 pub fn run_cli(a: ValidateArgs) -> Result<(), ValidateError> {
+    if a.write_summary.is_some() && (!a.all || a.capacity.is_some() || !a.presets.is_empty()) {
+        return Err(ValidateError::Run {
+            origin: "--write-summary".into(),
+            msg: "the summary vssd profiles shows is of every preset at its own size: use it with --all and without --capacity".into(),
+        });
+    }
     let mut files = corpus::load(a.corpus.as_deref())?;
     if !a.all || !a.presets.is_empty() {
         let known = files
@@ -180,6 +192,9 @@ pub fn run_cli(a: ValidateArgs) -> Result<(), ValidateError> {
             }
         }
     }
+    if let Some(path) = &a.write_summary {
+        write_summary(path, &report)?;
+    }
     let out = if a.json {
         serde_json::to_string_pretty(&report).unwrap_or_else(|e| {
             serde_json::json!({ "error": format!("the report could not be serialised: {e}") })
@@ -197,3 +212,33 @@ pub fn run_cli(a: ValidateArgs) -> Result<(), ValidateError> {
 
 #[cfg(test)]
 mod tests;
+
+/// `--write-summary`: each preset's line of `validation/summary.toml`.
+fn write_summary(path: &std::path::Path, r: &Report) -> Result<(), ValidateError> {
+    use vssd_profile::validated::{Summary as Profiles, Validated};
+    let mut s = Profiles {
+        made_by: "vssd validate --all --write-summary validation/summary.toml (every preset at its own capacity, the fit records of validation/fits)".into(),
+        ..Profiles::default()
+    };
+    for p in &r.presets {
+        s.preset.insert(
+            p.preset.clone(),
+            Validated {
+                figures: p.figures.len(),
+                held_out: p.held_out.figures,
+                median_abs_error: p.held_out.median_abs_error,
+                within_25pct: p.held_out.within_25pct,
+                shapes: p.shapes_held.shapes,
+                shapes_held: p.shapes_held.held,
+            },
+        );
+    }
+    let text = toml::to_string(&s).map_err(|e| ValidateError::Run {
+        origin: path.display().to_string(),
+        msg: e.to_string(),
+    })?;
+    std::fs::write(path, text).map_err(|e| ValidateError::Io {
+        path: path.display().to_string(),
+        source: e,
+    })
+}

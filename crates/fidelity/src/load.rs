@@ -69,7 +69,8 @@ pub fn load(dir: Option<&Path>) -> Result<Vec<CorpusFile>, ValidateError> {
                 origin: origin.clone(),
                 msg: e.to_string(),
             })?;
-            let c = raw.with_procedures(&procedures, origin)?;
+            let mut c = raw.with_procedures(&procedures, origin)?;
+            c.origin = origin.clone();
             c.check(origin)?;
             Ok(c)
         })

@@ -10,7 +10,8 @@ use vssd_sim::jobfile::{self, Dir};
 use vssd_sim::results::JobReport;
 
 use super::ValidateError;
-use super::corpus::{Metric, Protocol, Step};
+pub use super::format::from_the_end;
+use super::format::{Metric, Protocol, Step};
 use super::shape;
 
 /// What one named fio step produced.
@@ -135,19 +136,18 @@ impl Series {
             .filter(|s| s.dir == d)
             .map(|s| (s.msec, s.kib_s as f64 * 1024.0))
             .collect();
-        // The log's interval: the smallest gap between its stamps but the
-        // last (a last, partial interval is shorter; an interval without
-        // I/O has no entry, so its neighbours are two intervals apart —
-        // which, where more than half the intervals are empty, as a slow
-        // drive's 1 ms log has, made the most common gap twice the
-        // interval).
-        let n_gaps = log.len().saturating_sub(2);
-        let dt_ms = log
+        // The log's interval: the most common gap between its stamps (a
+        // last, partial interval or an interval without I/O makes others).
+        let mut gaps: Vec<u64> = log
             .windows(2)
-            .take(n_gaps)
             .map(|w| w[1].0.saturating_sub(w[0].0))
             .filter(|&g| g > 0)
-            .min()
+            .collect();
+        gaps.sort_unstable();
+        let dt_ms = gaps
+            .chunk_by(|a, b| a == b)
+            .max_by_key(|c| c.len())
+            .map(|c| c[0])
             .or_else(|| log.first().map(|s| s.0))
             .filter(|&g| g > 0)?;
         let end_ms = (j.end_ns.saturating_sub(j.stats_start_ns)) / 1_000_000;
@@ -277,36 +277,6 @@ pub fn scale_job(text: &str, f: f64) -> String {
         out.push('\n');
     }
     out
-}
-
-/// A job file whose negative `offset=`s (`offset=-10g`: 10 GB before the
-/// end of the drive, as a partition at the end of a disk) and `size=`s
-/// (`size=-10g`: all but the last 10 GB) are made absolute for a drive of
-/// `cap` bytes (1 MiB aligned).
-pub fn from_the_end(text: &str, cap: u64) -> Result<String, String> {
-    const MIB: u64 = 1 << 20;
-    let mut out = String::with_capacity(text.len());
-    for line in text.lines() {
-        match line.split_once('=') {
-            Some((k, v)) if matches!(k.trim(), "offset" | "size") && v.trim().starts_with('-') => {
-                let key = k.trim();
-                let back = parse_size(v.trim().trim_start_matches('-'))
-                    .map_err(|e| format!("{key}={}: {e}", v.trim()))?;
-                if back >= cap {
-                    return Err(format!(
-                        "{key}={}: not less than the drive's {cap} bytes",
-                        v.trim()
-                    ));
-                }
-                out.push_str(&format!("{key}={}\n", (cap - back) / MIB * MIB));
-            }
-            _ => {
-                out.push_str(line);
-                out.push('\n');
-            }
-        }
-    }
-    Ok(out)
 }
 
 /// Run `p` on a fresh drive of `profile`: the results of its named fio

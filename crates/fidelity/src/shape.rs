@@ -19,7 +19,7 @@ use std::collections::BTreeSet;
 use serde::Deserialize;
 use vssd_common::expr::Assertion;
 
-use crate::corpus::{Figure, Protocol, Source, State, Step};
+use crate::format::{Figure, Protocol, Source, State, Step};
 
 /// One qualitative statement and its check.
 #[derive(Debug, Clone, Deserialize)]
@@ -121,7 +121,7 @@ const SERIES: &[&str] = &["write_mb_s", "read_mb_s"];
 /// `min10s_...`, `max10s_...`), `write_gb` / `read_gb` (moved in the
 /// step), `write_gb_before_drop` / `write_s_before_drop`.
 pub fn is_measure(m: &str) -> bool {
-    crate::corpus::Metric::from_name(m).is_some()
+    crate::format::Metric::from_name(m).is_some()
         || window(m).is_some()
         || matches!(m, "write_gb" | "read_gb")
 }

@@ -102,10 +102,15 @@ pub fn text(r: &Report) -> String {
             pct(p.training.median_abs_error),
         );
     }
+    if r.presets.len() == 1 {
+        // The preset's own summary above says it all.
+        return o;
+    }
+    let all = format!("all {} presets", r.presets.len());
     let h = &r.overall_held_out;
     let _ = writeln!(
         o,
-        "all presets, held out: {} figures, median |error| {}, p90 {}, within ±25 %: {}",
+        "{all}, held out: {} figures, median |error| {}, p90 {}, within ±25 %: {}",
         h.figures,
         pct(h.median_abs_error),
         pct(h.p90_abs_error),
@@ -114,14 +119,14 @@ pub fn text(r: &Report) -> String {
     let t = &r.overall_training;
     let _ = writeln!(
         o,
-        "all presets, training (spec sheets, fitted sources): {} figures, median |error| {}",
+        "{all}, training (spec sheets, fitted sources): {} figures, median |error| {}",
         t.figures,
         pct(t.median_abs_error)
     );
     let s = &r.overall_shapes;
     let _ = writeln!(
         o,
-        "all presets, shapes: {} of {} held on their drives",
+        "{all}, shapes: {} of {} held on their drives",
         s.held, s.shapes
     );
     for q in &r.quorum_shapes {

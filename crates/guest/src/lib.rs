@@ -25,8 +25,9 @@
 //! Pieces:
 //! - [`ensure_image`] runs `vm-images/build-guest.sh` (cached: instant when
 //!   nothing changed) and returns the kernel and initramfs paths;
-//! - [`detect_accel`] picks KVM when a short probe boot works, TCG
-//!   (`thread=multi`) otherwise; `VSSD_ACCEL=kvm|tcg` overrides it;
+//! - [`detect_accel`] picks KVM when a short, bounded probe works (the KVM
+//!   API, then [`probe_kernel`], then a boot), TCG (`thread=multi`)
+//!   otherwise; `VSSD_ACCEL=kvm|tcg` overrides it;
 //! - [`Guest`] builds the QEMU command line (memory, vCPUs, [`Disk`]s) and
 //!   [`Guest::run_script`] boots it, bounded by a timeout, and returns a
 //!   [`GuestRun`] with the script's output and exit status; the QEMU
@@ -56,7 +57,7 @@ mod visible;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use accel::Accel;
+pub use accel::{Accel, probe_kernel};
 pub use image::{GuestImage, ensure_image, guest_dir};
 pub use run::{Disk, Guest, GuestRun, POWER_LOST, detect_accel, run_script};
 pub use visible::guest_visible;

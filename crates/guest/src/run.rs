@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::accel::{Accel, detect_with, qemu_binary};
+use super::accel::{Accel, detect_with, probe_kvm, qemu_binary};
 use super::console::{self, Console};
 use super::image::{GuestImage, ensure_image, tail_lines};
 use super::{GuestError, Result, io_err};
@@ -607,49 +607,11 @@ impl Drop for RunDir {
     }
 }
 
-/// How long the KVM probe boot may take before KVM is declared broken.
-/// (A working KVM guest runs the probe in 1-3 s; a hanging one never does.)
-const PROBE_TIMEOUT: Duration = Duration::from_secs(20);
-
 /// The accelerator to use for `image`: `$VSSD_ACCEL` if set, TCG when
-/// `/dev/kvm` cannot be opened, else the (cached) result of a KVM probe
-/// boot. The first probe on a host where KVM hangs costs ~20 s.
+/// `/dev/kvm` cannot be opened, else the (cached) result of the KVM probe:
+/// a few seconds at most where KVM hangs (see the accelerator module).
 pub fn detect_accel(image: &GuestImage) -> Result<Accel> {
     detect_with(image, probe_kvm)
-}
-
-/// Boots the guest under KVM running `true`.
-fn probe_kvm(image: &GuestImage) -> Accel {
-    log::info!("probing KVM with a test boot (up to {PROBE_TIMEOUT:?})");
-    match Guest::new().memory_mib(256).run_with(
-        image,
-        Accel::Kvm,
-        "true",
-        PROBE_TIMEOUT,
-        &mut |_| {},
-    ) {
-        Ok(run) if run.exit_code == 0 => {
-            log::info!(
-                "KVM works (probe boot {:.1} s): using KVM",
-                run.total_time.as_secs_f64()
-            );
-            Accel::Kvm
-        }
-        Ok(run) => {
-            log::warn!("KVM probe script exited {}: using TCG", run.exit_code);
-            Accel::Tcg
-        }
-        Err(e) => {
-            // A failed probe is expected on such hosts: don't keep its files.
-            if let GuestError::Timeout { run_dir, .. } | GuestError::QemuExited { run_dir, .. } = &e
-            {
-                let _ = std::fs::remove_dir_all(run_dir);
-            }
-            let first = e.to_string().lines().next().unwrap_or("").to_string();
-            log::warn!("KVM does not work here ({first}): using TCG");
-            Accel::Tcg
-        }
-    }
 }
 
 #[cfg(test)]

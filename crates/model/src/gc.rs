@@ -362,7 +362,9 @@ impl Ssd {
                 if *st == Stage::Done {
                     continue;
                 }
-                let t = idle_start.max(self.timelines.die_busy(die));
+                let t = idle_start
+                    .max(self.timelines.die_busy(die))
+                    .max(self.victims.rest_until(die));
                 if t < now && best.is_none_or(|(bt, _)| t < bt) {
                     best = Some((t, die));
                 }
@@ -394,6 +396,12 @@ impl Ssd {
                     Stage::Gc if self.slc.enabled() => Stage::Fold,
                     _ => Stage::Done,
                 };
+            } else if self.geo.bg_duty < 1.0 {
+                // Paced: rest for the step's time × (1 / duty − 1).
+                let end = self.timelines.die_busy(die);
+                let took = end.saturating_sub(t) as f64;
+                let rest = (took * (1.0 / self.geo.bg_duty - 1.0)) as u64;
+                self.victims.rest(die, end.saturating_add(rest));
             }
         }
         // The idle gap is used up; the next one starts after new host I/O.

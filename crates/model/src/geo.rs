@@ -40,9 +40,21 @@ pub(crate) struct Geo {
     pub(crate) trim_ns_per_unit: u64,
     pub(crate) queue_depth: usize,
     pub(crate) buffer_units: u64,
+    /// Free blocks per die at or below which foreground GC runs:
+    /// `fg_threshold_blocks` plus the reserve (`reserve_pct` of the die's
+    /// spare blocks).
     pub(crate) fg_threshold: u32,
+    /// Free blocks per die background GC works towards: `bg_target_blocks`
+    /// plus the reserve.
     pub(crate) bg_target: u32,
     pub(crate) bg_idle_ns: u64,
+    /// Share of idle time background GC works (1: all of it).
+    pub(crate) bg_duty: f64,
+    /// Controller time per NAND read operation, ns (0: none).
+    pub(crate) read_op_ns: u64,
+    /// Host bytes between housekeeping pauses (0: none), and their length, ns.
+    pub(crate) pause_every: u64,
+    pub(crate) pause_ns: u64,
     pub(crate) policy: GcPolicy,
     // ------------------------------------------------ period mechanisms
     /// TRIM is non-queued (SATA DSM before 3.1): drains the queue, blocks.
@@ -151,6 +163,18 @@ impl Geo {
         let link = p.link_bytes_s();
         let chan_ns_per_byte = per_byte(p.nand.channel_mb_s);
         let dpage_bytes = g.page_size.0 * g.planes_per_die as u64;
+        // The reserve: a share of each die's spare blocks (what is not
+        // needed for the exported capacity), kept free besides the
+        // foreground threshold; never more than leaves room to work.
+        // In bytes of NAND: with data reduction a block's units are slots
+        // for compressed data, not raw capacity.
+        let block_bytes = dpage_bytes * g.pages_per_block as u64;
+        let raw =
+            (dies as u64 * blocks_per_die as u64).saturating_sub(retired as u64) * block_bytes;
+        let spare_blocks =
+            (raw.saturating_sub(g.exported_capacity.0) / block_bytes / dies as u64) as f64;
+        let reserve = ((p.gc.reserve_pct / 100.0 * spare_blocks).round() as u32)
+            .min(blocks_per_die.saturating_sub(p.gc.fg_threshold_blocks + 4));
         Geo {
             dies,
             channels: g.channels,
@@ -185,9 +209,13 @@ impl Geo {
             trim_ns_per_unit: p.host.trim_ns_per_unit,
             queue_depth: p.host.queue_depth as usize,
             buffer_units: p.buffer.size.0 / g.mapping_unit.0,
-            fg_threshold: p.gc.fg_threshold_blocks,
-            bg_target: p.gc.bg_target_blocks,
+            fg_threshold: p.gc.fg_threshold_blocks + reserve,
+            bg_target: p.gc.bg_target_blocks + reserve,
             bg_idle_ns: (p.gc.bg_idle_ms * 1e6).round() as u64,
+            bg_duty: p.gc.bg_duty,
+            read_op_ns: p.host.read_op_ns,
+            pause_every: p.host.pause_every_bytes,
+            pause_ns: us(p.host.pause_ms * 1000.0),
             policy: p.gc.policy,
             trim_non_queued: p.host.interface.is_sata() && p.trim.non_queued,
             trim_model: p.trim != vssd_profile::Trim::default(),

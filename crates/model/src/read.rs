@@ -71,6 +71,15 @@ impl Ssd {
             // Still in the write buffer / controller SRAM.
             return (t, n);
         }
+        // The controller issues each NAND read: data written at random
+        // costs one operation per dpage its units sit in.
+        let t = if self.geo.read_op_ns > 0 {
+            let s = t.max(self.timelines.ctrl_free());
+            self.timelines.set_ctrl_free(s + self.geo.read_op_ns);
+            s + self.geo.read_op_ns
+        } else {
+            t
+        };
         let block = self.geo.block_of_ppn(ppn);
         let die = self.geo.die_of_block(block) as usize;
         self.tally

@@ -61,6 +61,9 @@ pub struct Ssd {
     /// Read look-ahead: where the last read ended and when it was issued
     /// (the next read starting there was begun in NAND then). Not saved.
     pub(super) look_ahead: Option<(u64, u64)>,
+    /// Host bytes written since the last housekeeping pause
+    /// (`host.pause_every_bytes`). Not saved.
+    pub(super) since_pause: u64,
     /// Set when the model found its state broken ([`ModelError::Internal`]):
     /// every later request is refused and the state is not saved.
     pub(super) damaged: Option<&'static str>,
@@ -88,6 +91,7 @@ impl Ssd {
             seed,
             host_units_placed: 0,
             look_ahead: None,
+            since_pause: 0,
             damaged: None,
             geo,
         }
@@ -289,6 +293,18 @@ impl Ssd {
         if non_queued {
             // Nothing else runs while it executes.
             self.timelines.raise_barrier(done);
+        }
+        if self.geo.pause_every > 0
+            && matches!(req.op, Op::Write | Op::WriteZeroes { unmap: false })
+        {
+            // Firmware housekeeping: every so many bytes written, the
+            // drive holds every command for a while after this one.
+            self.since_pause += req.len;
+            if self.since_pause >= self.geo.pause_every {
+                self.since_pause %= self.geo.pause_every;
+                self.timelines
+                    .raise_barrier(done.saturating_add(self.geo.pause_ns));
+            }
         }
         self.buffer.command(done);
         self.timelines.host_done(done);

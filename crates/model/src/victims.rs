@@ -13,6 +13,10 @@ pub(crate) struct Victims {
     /// the lpns to copy, and per page read, (units, plane pages).
     lpns: Vec<u64>,
     pages: Vec<(usize, u32)>,
+    /// Per die: when background GC may take its next step, after resting
+    /// for its duty cycle (`gc.bg_duty`). Not saved: it only paces work
+    /// within an idle gap.
+    rest_until: Vec<u64>,
 }
 
 impl Victims {
@@ -23,7 +27,20 @@ impl Victims {
             ratio: vec![0.0; dies as usize],
             lpns: Vec::new(),
             pages: Vec::new(),
+            rest_until: vec![0; dies as usize],
         }
+    }
+
+    /// When background GC may next work on `die`.
+    #[inline(always)]
+    pub(crate) fn rest_until(&self, die: usize) -> u64 {
+        self.rest_until[die]
+    }
+
+    /// Background GC on `die` rests until `t`.
+    #[inline(always)]
+    pub(crate) fn rest(&mut self, die: usize, t: u64) {
+        self.rest_until[die] = t;
     }
 
     /// The victim being collected on `die` and its next page.

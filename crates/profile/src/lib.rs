@@ -13,6 +13,7 @@ mod scale;
 pub mod size;
 mod thermal;
 mod validate;
+pub mod validated;
 
 use period::is_default;
 pub use period::{
@@ -206,6 +207,21 @@ pub struct Host {
     /// (ATA's read look-ahead, SET FEATURES 0xAA, on by default).
     #[serde(default, skip_serializing_if = "is_default")]
     pub read_ahead_bytes: u64,
+    /// Controller time per NAND read operation it issues, ns (0 = none):
+    /// a read of data written at random costs one operation per dpage its
+    /// units sit in, where data written in order costs one per dpage read,
+    /// so reads of a fragmented drive pay for the scatter.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub read_op_ns: u64,
+    /// Host bytes written between firmware housekeeping pauses (0 = none):
+    /// every this many, the drive holds every command for `pause_ms`
+    /// (metadata and map checkpoints: the 350-900 ms worst-case write
+    /// latencies reviews measured).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub pause_every_bytes: u64,
+    /// How long a housekeeping pause holds the drive, ms.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub pause_ms: f64,
 }
 
 /// Flash geometry.
@@ -288,8 +304,29 @@ pub struct Gc {
     pub fg_threshold_blocks: u32,
     /// Host idle time after which background GC starts, ms (0 = no background GC).
     pub bg_idle_ms: f64,
-    /// Background GC works until each die has this many free blocks.
+    /// Background GC works until each die has this many free blocks (above
+    /// the reserve, `reserve_pct`).
     pub bg_target_blocks: u32,
+    /// A share of each die's spare blocks (its over-provisioning), percent,
+    /// that GC keeps free on top of `fg_threshold_blocks`: foreground GC
+    /// starts while this much spare is still free, so the drive slows
+    /// before its pool is down to its last blocks (0 = none).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub reserve_pct: f64,
+    /// The share of idle time background GC works, in (0, 1] (1 = all of
+    /// it, the default): after each victim it collects in idle time, a die
+    /// rests for as long as the victim took times (1 / duty − 1), so idle
+    /// recovery takes minutes where the firmware paces it.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub bg_duty: f64,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+fn is_one(v: &f64) -> bool {
+    *v == 1.0
 }
 
 /// A complete drive profile.

@@ -262,6 +262,43 @@ impl Profile {
             zero: Some("no background GC"),
         }
         .check(origin, "gc.bg_idle_ms", gc.bg_idle_ms)?;
+        FloatRange {
+            lo: 0.0,
+            hi: 100.0,
+            unit: "percent of the spare blocks",
+            zero: Some("no reserve"),
+        }
+        .check(origin, "gc.reserve_pct", gc.reserve_pct)?;
+        FloatRange {
+            lo: 0.001,
+            hi: 1.0,
+            unit: "of idle time",
+            zero: None,
+        }
+        .check(origin, "gc.bg_duty", gc.bg_duty)?;
+        let h = &self.host;
+        FloatRange {
+            lo: 0.001,
+            hi: 60_000.0,
+            unit: "ms",
+            zero: Some("no pauses"),
+        }
+        .check(origin, "host.pause_ms", h.pause_ms)?;
+        require(
+            origin,
+            (h.pause_every_bytes == 0) == (h.pause_ms == 0.0),
+            "host.pause_every_bytes",
+            h.pause_every_bytes.to_string(),
+            "set together with host.pause_ms (both 0: no housekeeping pauses)",
+        )?;
+        require(
+            origin,
+            h.pause_every_bytes == 0 || h.pause_every_bytes >= 1 << 20,
+            "host.pause_every_bytes",
+            h.pause_every_bytes.to_string(),
+            "at least 1 MiB between pauses (0: none)",
+        )?;
+        int_range(origin, "host.read_op_ns", h.read_op_ns, 0, 10_000_000, "ns")?;
         Ok(())
     }
 

@@ -222,11 +222,12 @@ impl Run<'_> {
             && let Some(ns) = dilation::idle_fast_forward_ns(*seconds, self.o.time_scale)
         {
             // The drive idled that much more than the guest slept.
-            r.wall_s += ns as f64 / 1e9;
+            r.model_s += ns as f64 / 1e9;
         }
         if let Some(qd) = drive_qd(&r, b, e) {
             r.metrics.insert("drive_qd".into(), qd);
         }
+        drive_side(&mut r, b, e, self.o.time_scale.factor());
         metrics::drive(&mut r);
         self.progress.end(i, &r);
         self.phases.push(r);
@@ -259,7 +260,7 @@ impl Run<'_> {
                     .filter(|(k, _)| k.starts_with(&format!("/tmp/bw{i}_bw")))
                     .map(|(_, v)| v.clone())
                     .collect();
-                r.series = Some(metrics::series_from_logs(&logs, 1000));
+                r.series = Some(metrics::series_from_logs(&logs, self.o.time_scale.factor()));
             }
             PhaseKind::Surface { .. } => {
                 if let Some(j) = out.get(&format!("/tmp/surface{i}.json"))
@@ -339,8 +340,33 @@ fn drive_qd(r: &PhaseResult, b: &Snap, e: &Snap) -> Option<f64> {
                 .map(|q| s.burst as f64 / q.bytes_s)
                 .sum::<f64>()
         })
-        .unwrap_or(r.wall_s);
+        .unwrap_or(r.model_s);
     (busy_s > 0.0).then(|| (e.modelled_ns - b.modelled_ns).max(0.0) / (busy_s * 1e9))
+}
+
+/// The drive's side of phase `r` between snapshots `b` and `e`: the
+/// share of the phase's wall time it had a request of the guest's in
+/// flight (`drive_busy`), and the host bytes it moved per second of that
+/// busy time, in its own time (`drive_bw`): its speed whatever the
+/// guest's pace, since the time the drive waited for the guest is not
+/// in it. A busy host that starves the guest leaves the drive idle more
+/// (`drive_busy` falls) but does not change what the drive did while it
+/// had requests.
+fn drive_side(r: &mut PhaseResult, b: &Snap, e: &Snap, k: f64) {
+    let busy_s = e.busy_ns.saturating_sub(b.busy_ns) as f64 / 1e9;
+    let wall_s = e.at.duration_since(b.at).as_secs_f64();
+    let (Some(cb), Some(ce)) = (&r.counters_before, &r.counters_after) else {
+        return;
+    };
+    let bytes = (ce.host_written_bytes + ce.host_read_bytes)
+        .saturating_sub(cb.host_written_bytes + cb.host_read_bytes);
+    if busy_s <= 0.0 || bytes == 0 || wall_s <= 0.0 {
+        return;
+    }
+    r.metrics
+        .insert("drive_busy".into(), (busy_s / wall_s).min(1.0));
+    r.metrics
+        .insert("drive_bw".into(), bytes as f64 / (busy_s / k.max(1.0)));
 }
 
 /// Why a run whose guest script failed stops.

@@ -66,6 +66,9 @@ struct Snap {
     trim: TrimReport,
     /// Sum of modelled latencies of completed requests, ns.
     modelled_ns: f64,
+    /// Time the drive had at least one request in flight, ns of the
+    /// daemon's (wall) clock.
+    busy_ns: u64,
     at: Instant,
     /// The daemon's trace clock.
     trace_ns: Option<u64>,
@@ -80,6 +83,7 @@ fn snap(serve: &ServeProcess) -> Result<Snap, BenchError> {
             .values()
             .map(|o| o.modelled.mean_ns * o.modelled.count as f64)
             .sum(),
+        busy_ns: r.connection.depth.busy_ns,
         counters: r.counters,
         at: Instant::now(),
         trace_ns: serve.trace_now_ns()?,
@@ -164,6 +168,8 @@ pub fn run(
         incomplete,
         time_scale: o.time_scale.factor(),
         time_scale_reason: None,
+        strict: false,
+        duration_s: 0.0,
     })
 }
 
@@ -263,14 +269,24 @@ impl Run<'_> {
         r.counters_before = Some(before.counters);
         r.counters_after = Some(after.counters);
         dilation::phase_to_drive_time(&mut r, self.o.time_scale);
+        // A precondition's drive time is the model time it aged the
+        // drive by, whatever its wall time.
+        if let Ok(Some(model_s)) = res {
+            r.model_s = model_s;
+        }
         metrics::drive(&mut r);
         self.progress.end(i, &r);
         self.phases.push(r);
         Ok(res.err().map(|e| format!("phase {}: {e}", p.name)))
     }
 
-    /// What a host-side phase of `kind` does to the drive.
-    fn host_action(&self, kind: &PhaseKind, r: &mut PhaseResult) -> Result<(), BenchError> {
+    /// What a host-side phase of `kind` does to the drive; the model time
+    /// it took, when the drive says (a precondition).
+    fn host_action(
+        &self,
+        kind: &PhaseKind,
+        r: &mut PhaseResult,
+    ) -> Result<Option<f64>, BenchError> {
         match kind {
             PhaseKind::SecureErase => self.serve.secure_erase()?,
             PhaseKind::Precondition { steps } => {
@@ -288,7 +304,7 @@ impl Run<'_> {
                         )
                     },
                 )?;
-                r.model_s = pr.model_time_ns as f64 / 1e9;
+                return Ok(Some(pr.model_time_ns as f64 / 1e9));
             }
             PhaseKind::PowerOn => {
                 self.serve.power_on()?;
@@ -296,6 +312,6 @@ impl Run<'_> {
             }
             _ => {}
         }
-        Ok(())
+        Ok(None)
     }
 }

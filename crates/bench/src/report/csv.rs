@@ -12,12 +12,26 @@ pub(super) fn csv_field(s: &str) -> String {
     }
 }
 
-fn csv_num(v: f64) -> String {
-    if v.is_finite() {
-        format!("{v}")
-    } else {
-        String::new()
+/// A number for a CSV cell: 12 significant digits at most (9 decimals at
+/// most), trailing zeros dropped, so that a time of 3 × 0.2 s reads `0.6`,
+/// not `0.6000000000000001`; non-finite numbers are empty cells.
+pub(super) fn csv_num(v: f64) -> String {
+    if !v.is_finite() {
+        return String::new();
     }
+    let digits = if v == 0.0 {
+        1
+    } else {
+        (v.abs().log10().floor() as i32 + 1).max(1)
+    };
+    let decimals = (12 - digits).clamp(0, 9) as usize;
+    let s = format!("{v:.decimals$}");
+    let s = if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    };
+    if s == "-0" { "0".into() } else { s }
 }
 
 pub(super) fn series_csv(s: &Series) -> String {
@@ -51,6 +65,7 @@ pub(super) fn surface_csv(s: &Surface) -> String {
 }
 
 pub(super) fn samples_csv(r: &BenchResults) -> String {
+    // t_s: seconds of the drive's time since the run started.
     let mut out = String::from(
         "t_s,phase,phase_name,waf,free_blocks,total_blocks,host_written_bytes,nand_bytes_programmed\n",
     );

@@ -59,18 +59,29 @@ pub(crate) fn fmt_unix(t: u64) -> String {
 // ---------------------------------------------------------- key figures
 
 /// The figures the key-figures table shows, with their column headings.
-pub(crate) const KEY_METRICS: [(&str, &str); 4] = [
+/// A surface shows its median over positions (the statistic the
+/// built-in checks and the guest-vs-simulator comparison use) and its
+/// mean, each labelled.
+pub(crate) const KEY_METRICS: [(&str, &str); 6] = [
     ("write_bw", "Write MB/s"),
     ("read_bw", "Read MB/s"),
+    ("median_bw", "Surface median MB/s"),
+    ("mean_bw", "Surface mean MB/s"),
     ("write_iops", "Write IOPS"),
     ("read_iops", "Read IOPS"),
 ];
 
 /// A key figure of a phase: its `metrics` entry, else fio's JSON (summed
-/// over jobs), else for bandwidth the mean of its surface points.
+/// over jobs), else for a surface's median or mean, its points'.
 pub(crate) fn key_value(p: &PhaseResult, key: &str) -> Option<f64> {
     if let Some(v) = p.metrics.get(key) {
         return Some(*v);
+    }
+    if matches!(key, "median_bw" | "mean_bw") {
+        let s = p.surface.as_ref()?;
+        let mut m = BTreeMap::new();
+        crate::metrics::surface(s, &mut m);
+        return m.get(key).copied();
     }
     let (dir, field) = match key {
         "write_bw" => ("write", "bw_bytes"),
@@ -79,38 +90,12 @@ pub(crate) fn key_value(p: &PhaseResult, key: &str) -> Option<f64> {
         "read_iops" => ("read", "iops"),
         _ => return None,
     };
-    if let Some(jobs) = p
-        .fio
-        .as_ref()
-        .and_then(|f| f.get("jobs"))
-        .and_then(|j| j.as_array())
-    {
-        let vals: Vec<f64> = jobs
-            .iter()
-            .filter_map(|j| j.get(dir)?.get(field)?.as_f64())
-            .collect();
-        if !vals.is_empty() && vals.iter().any(|v| *v != 0.0) {
-            return Some(vals.iter().sum());
-        }
-    }
-    if field == "bw_bytes"
-        && let Some(s) = &p.surface
-        && s.op == dir
-    {
-        if let Some(v) = p.metrics.get("mean_bw") {
-            return Some(*v);
-        }
-        let v: Vec<f64> = s
-            .points
-            .iter()
-            .map(|p| p.bytes_s)
-            .filter(|v| v.is_finite())
-            .collect();
-        if !v.is_empty() {
-            return Some(v.iter().sum::<f64>() / v.len() as f64);
-        }
-    }
-    None
+    let jobs = p.fio.as_ref()?.get("jobs")?.as_array()?;
+    let vals: Vec<f64> = jobs
+        .iter()
+        .filter_map(|j| j.get(dir)?.get(field)?.as_f64())
+        .collect();
+    (!vals.is_empty() && vals.iter().any(|v| *v != 0.0)).then(|| vals.iter().sum())
 }
 
 /// What a phase did, for grouping comparable phases: `fio randwrite 4k`,
@@ -237,10 +222,10 @@ pub(crate) fn comparisons(r: &BenchResults) -> Vec<PhaseComparison> {
         let Some(s) = sim.phase(&p.name) else {
             continue;
         };
-        // A surface by its mean (as the runner compares it), anything else
-        // by its key figures.
-        let keys: Vec<&str> = if p.metrics.contains_key("mean_bw") && p.surface.is_some() {
-            vec!["mean_bw"]
+        // A surface by its median (as the runner compares it), anything
+        // else by its key figures.
+        let keys: Vec<&str> = if p.surface.is_some() {
+            vec!["median_bw"]
         } else {
             KEY_METRICS.iter().map(|(k, _)| *k).collect()
         };

@@ -9,14 +9,15 @@
 //! | file | columns / content |
 //! |---|---|
 //! | `results.json` | the [`BenchResults`], pretty-printed (non-finite numbers as `null`) |
-//! | `series-STEM.csv` | `t_s,read_bytes_s,write_bytes_s`: `t_s` is the end of each interval, from the phase's start |
+//! | `series-STEM.csv` | `t_s,read_bytes_s,write_bytes_s`: `t_s` is the end of each interval, drive-time seconds from the phase's start (intervals as long as fio's log entries are apart in drive time) |
 //! | `surface-STEM.csv` | `offset,position,bytes_s` |
-//! | `drive-samples.csv` | `t_s,phase,phase_name,waf,free_blocks,total_blocks,host_written_bytes,nand_bytes_programmed` |
+//! | `drive-samples.csv` | `t_s,phase,phase_name,waf,free_blocks,total_blocks,host_written_bytes,nand_bytes_programmed`: `t_s` in drive-time seconds since the run started |
 //! | `sim-…` | the same CSV for the simulator's run, when one is attached |
 //! | `*.svg` | the charts of [`super::chart::charts`] |
 //! | `report.md`, `report.html` | what ran, key figures, charts, TRIM audit, expectations, simulator vs guest, phases |
 //!
-//! CSV cells of non-finite numbers are empty. Throughput in tables and
+//! CSV cells of non-finite numbers are empty; numbers have 12 significant
+//! digits at most, without float noise (`0.6`, not `0.6000000000000001`). Throughput in tables and
 //! charts is in MB/s (10⁶ bytes/s, as the reviews and fio print it); sizes
 //! are binary (KiB, MiB, GiB).
 

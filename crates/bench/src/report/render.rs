@@ -160,7 +160,7 @@ pub(super) fn to_html(doc: &[Block], scenario: &str, charts: &[Chart]) -> String
                 let class = |c: Col, cell: &str| match c {
                     Col::Num => " class=\"num\"",
                     Col::Status if cell == "PASS" => " class=\"pass\"",
-                    Col::Status if cell == "FAIL" => " class=\"fail\"",
+                    Col::Status if cell.starts_with("FAIL") => " class=\"fail\"",
                     Col::Status if cell.starts_with("INCONCLUSIVE") => " class=\"inconclusive\"",
                     _ => "",
                 };

@@ -166,15 +166,14 @@ fn csv_columns_and_rows() {
     assert_eq!(rows[0][0], "1");
     assert_eq!(rows[0][1], "", "no reads: empty cells");
     let w: f64 = rows[0][2].parse().unwrap();
-    assert_eq!(
-        w,
-        r.phase("random")
-            .unwrap()
-            .series
-            .as_ref()
-            .unwrap()
-            .write_bytes_s[0]
-    );
+    let want = r
+        .phase("random")
+        .unwrap()
+        .series
+        .as_ref()
+        .unwrap()
+        .write_bytes_s[0];
+    assert!((w / want - 1.0).abs() < 1e-11, "{w} vs {want}: 12 digits");
 
     let surface = read(dir.path(), "surface-used.csv");
     assert_eq!(surface.lines().next(), Some("offset,position,bytes_s"));
@@ -213,7 +212,7 @@ fn markdown_has_the_key_tables() {
     assert!(md.contains("| Bus | sata |"));
     // Key figures: used and trimmed against fresh.
     assert!(md.contains(
-        "| Phase | Workload | Write MB/s | × baseline | Write IOPS | × baseline | Baseline |"
+        "| Phase | Workload | Write MB/s | × baseline | Surface median MB/s | × baseline | Surface mean MB/s | × baseline | Write IOPS | × baseline | Baseline |"
     ));
     let row = |name: &str| {
         md.lines()
@@ -221,7 +220,8 @@ fn markdown_has_the_key_tables() {
             .unwrap_or_else(|| panic!("no key row for {name}"))
             .to_string()
     };
-    let ratio = |line: &str| -> f64 { line.split(" | ").nth(3).unwrap().parse().unwrap() };
+    // The surface's median's ratio (the statistic its checks use).
+    let ratio = |line: &str| -> f64 { line.split(" | ").nth(5).unwrap().parse().unwrap() };
     assert_eq!(ratio(&row("fresh")), 1.0);
     assert!(ratio(&row("used")) < 0.5);
     assert!(ratio(&row("trimmed")) > 0.9);
@@ -236,9 +236,9 @@ fn markdown_has_the_key_tables() {
     assert!(md.contains("| Phase | Metric | Guest | Simulator | Difference | Within tolerance |"));
     assert!(
         md.lines()
-            .any(|l| l.starts_with("| trimmed | mean_bw |") && l.ends_with("| PASS |"))
+            .any(|l| l.starts_with("| trimmed | median_bw |") && l.ends_with("| PASS |"))
     );
-    assert!(md.contains("| Phase | Guest idle before (s) | Sim idle before (s) |"));
+    assert!(md.contains("| Phase | Guest idle before (drive s) | Sim idle before (s) |"));
     // Charts linked.
     for c in [
         "throughput.svg",
@@ -468,6 +468,13 @@ fn formats() {
     assert_eq!(fmt_unix(1_764_554_400), "2025-12-01 02:00 UTC");
     assert_eq!(fmt_unix(951_782_400), "2000-02-29 00:00 UTC");
     assert_eq!(csv_field("a,b"), "\"a,b\"");
+    assert_eq!(super::csv::csv_num(3.0 * 0.2), "0.6");
+    assert_eq!(super::csv::csv_num(0.1 + 0.2), "0.3");
+    assert_eq!(super::csv::csv_num(123_456_789.5), "123456789.5");
+    assert_eq!(super::csv::csv_num(2.5e9), "2500000000");
+    assert_eq!(super::csv::csv_num(-0.0), "0");
+    assert_eq!(super::csv::csv_num(1.25), "1.25");
+    assert_eq!(super::csv::csv_num(f64::NAN), "");
     assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
 }
 
@@ -483,10 +490,12 @@ fn key_values_fall_back_to_fio_json_and_surface_points() {
     let from_fio = key_value(&random, "write_bw").unwrap();
     assert!((from_fio - bw).abs() <= 1.0, "{from_fio} vs {bw}");
     let mut fresh = r.phase("fresh").unwrap().clone();
-    let bw = fresh.metrics["mean_bw"];
-    assert_eq!(key_value(&fresh, "write_bw"), Some(bw));
+    let (mean, median) = (fresh.metrics["mean_bw"], fresh.metrics["median_bw"]);
+    assert_eq!(key_value(&fresh, "median_bw"), Some(median));
+    // A surface is no fio phase: no write_bw of its own.
+    assert_eq!(key_value(&fresh, "write_bw"), None);
     fresh.metrics.remove("mean_bw");
-    assert!((key_value(&fresh, "write_bw").unwrap() - bw).abs() < 1e-3);
+    assert!((key_value(&fresh, "mean_bw").unwrap() - mean).abs() < 1e-3);
     assert_eq!(key_value(&fresh, "read_bw"), None);
 }
 
@@ -508,7 +517,7 @@ fn a_replayed_comparison_shows_the_prediction_beside_it() {
     ));
     let row = md
         .lines()
-        .find(|l| l.starts_with("| used | mean_bw |"))
+        .find(|l| l.starts_with("| used | median_bw |"))
         .unwrap();
     assert!(row.ends_with("| +25.0 % |"), "{row}");
     assert!(md.contains("checks that the daemon delivered each completion when its model said"));

@@ -7,6 +7,7 @@
 //! ```toml
 //! name = "trim-recovery"
 //! description = "..."
+//! strict = true        # an inconclusive check fails the run (CI)
 //! [drive]
 //! profile = "sata-slc-2009"
 //! capacity = "1G"
@@ -118,6 +119,8 @@ struct FileSpec {
     description: String,
     #[serde(default)]
     tolerance: Option<f64>,
+    #[serde(default)]
+    strict: bool,
     drive: DriveSpec,
     #[serde(default)]
     guest: GuestSpec,
@@ -419,6 +422,9 @@ pub struct Scenario {
     pub bus: Bus,
     /// Sim vs guest tolerance (fraction).
     pub tolerance: f64,
+    /// `strict = true`: an inconclusive expectation fails a run (as
+    /// `bench run --strict` does; `--no-strict` overrides it).
+    pub strict: bool,
     /// The phases.
     pub phases: Vec<Phase>,
 }
@@ -561,6 +567,7 @@ impl Scenario {
             capacity,
             bus: ov.bus.or(spec.guest.bus).unwrap_or(Bus::Virtio),
             tolerance,
+            strict: spec.strict,
             phases,
         })
     }

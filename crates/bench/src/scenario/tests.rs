@@ -20,6 +20,19 @@ fn builtins_load_and_scale() {
     }
 }
 
+#[test]
+fn strict_is_a_scenario_default() {
+    let ok = |text: &str| Scenario::parse(text, "s.toml", None, &Overrides::default()).unwrap();
+    let phase = "[[phase]]\nkind = \"secure-erase\"\n";
+    assert!(!ok(&format!("{HEAD}{phase}")).strict);
+    let strict = format!("name = \"t\"\nstrict = true\n[drive]\nprofile = \"instant\"\n{phase}");
+    assert!(ok(&strict).strict);
+    let e = bad(&format!(
+        "name = \"t\"\nstrict = \"yes\"\n[drive]\nprofile = \"instant\"\n{phase}"
+    ));
+    assert!(e.starts_with("s.toml:2"), "{e}");
+}
+
 fn bad(text: &str) -> String {
     Scenario::parse(text, "s.toml", None, &Overrides::default())
         .unwrap_err()

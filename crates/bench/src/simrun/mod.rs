@@ -178,6 +178,8 @@ pub fn run(
         incomplete: None,
         time_scale: 1.0,
         time_scale_reason: None,
+        strict: false,
+        duration_s: 0.0,
     })
 }
 
@@ -278,30 +280,28 @@ fn finish_trim(
 
 fn series_of(report: &vssd_sim::RunReport) -> super::results::Series {
     use vssd_sim::Dir;
-    let mut read: BTreeMap<u64, f64> = BTreeMap::new();
-    let mut write: BTreeMap<u64, f64> = BTreeMap::new();
     let base = report.start_ns;
+    let mut windows = Vec::new();
     for j in &report.jobs {
-        let offset_ms = j.start_ns.saturating_sub(base) / 1_000_000;
+        let offset_s = j.start_ns.saturating_sub(base) as f64 / 1e9;
+        let mut last = [offset_s; 2];
         for s in &j.bw_log {
-            let slot = (offset_ms + s.msec).saturating_sub(1) / 1000;
-            let b = s.kib_s as f64 * 1024.0;
-            match s.dir {
-                Dir::Read => *read.entry(slot).or_default() += b,
-                Dir::Write => *write.entry(slot).or_default() += b,
-                _ => {}
-            }
+            let d = match s.dir {
+                Dir::Read => 0,
+                Dir::Write => 1,
+                _ => continue,
+            };
+            let end_s = offset_s + s.msec as f64 / 1000.0;
+            windows.push(metrics::BwWindow {
+                start_s: last[d],
+                end_s,
+                bytes_s: s.kib_s as f64 * 1024.0,
+                write: d == 1,
+            });
+            last[d] = end_s.max(last[d]);
         }
     }
-    let to_vec = |m: &BTreeMap<u64, f64>| -> Vec<f64> {
-        let n = m.keys().max().map(|k| k + 1).unwrap_or(0);
-        (0..n).map(|i| m.get(&i).copied().unwrap_or(0.0)).collect()
-    };
-    super::results::Series {
-        interval_s: 1.0,
-        read_bytes_s: to_vec(&read),
-        write_bytes_s: to_vec(&write),
-    }
+    metrics::series_from_windows(&windows)
 }
 
 /// How often a simulator run samples the drive, model time.

@@ -65,9 +65,21 @@ pub fn fault(f: &FaultInfo) -> String {
 
 pub(super) fn fault_counters(r: &FaultReport) -> String {
     let c = &r.counters;
+    let active = match r.active.len() {
+        0 => "none active".to_string(),
+        n => format!("{n} active"),
+    };
+    let nothing = c.read_errors_injected == 0
+        && c.write_errors_injected == 0
+        && c.stalls_injected == 0
+        && c.throttled_commands == 0
+        && c.uncorrectable_reads == 0
+        && c.blocks_retired == 0;
+    if nothing {
+        return format!("faults       {active}; nothing injected so far");
+    }
     let mut o = format!(
-        "faults       {} active; injected: {}, {}, {} ({} held, waiting {} in all)",
-        r.active.len(),
+        "faults       {active}; injected: {}, {}, {} ({} held, waiting {} in all)",
         plural(c.read_errors_injected, "read error", "read errors"),
         plural(c.write_errors_injected, "write error", "write errors"),
         plural(c.stalls_injected, "stall", "stalls"),
@@ -103,9 +115,6 @@ pub fn fault_count(n: usize) -> String {
 /// The `ctl fault list` text.
 pub fn faults(r: &FaultReport) -> String {
     let mut o = String::new();
-    if r.active.is_empty() {
-        let _ = writeln!(o, "no faults injected");
-    }
     for f in &r.active {
         let _ = writeln!(o, "{}", fault(f));
     }
@@ -123,11 +132,11 @@ pub fn faults(r: &FaultReport) -> String {
 fn armed(a: &Armed) -> String {
     match a {
         Armed::AfterWrites { writes } => format!(
-            "armed: the power goes with the next {}",
+            "armed: the power goes as the {} arrives",
             if *writes == 1 {
-                "write".to_string()
+                "next write".to_string()
             } else {
-                format!("{writes} writes' last")
+                format!("{} write from now", ordinal(*writes))
             }
         ),
         Armed::At { model_ns } => format!(
@@ -135,6 +144,18 @@ fn armed(a: &Armed) -> String {
             dur(*model_ns as f64)
         ),
     }
+}
+
+/// "1st", "2nd", "3rd", "4th", "11th", "22nd".
+pub(super) fn ordinal(n: u64) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
 }
 
 fn cut(c: &CutReport) -> String {
@@ -222,18 +243,24 @@ pub fn lost_writes(p: &PowerReport) -> String {
     let mut o = String::new();
     if let Some(c) = &p.last_cut {
         for l in &c.lost {
+            // A write the cut came before was never acknowledged: its
+            // time is when it would have been.
             let _ = writeln!(
                 o,
-                "lost {:>14} {:>10}  acked {}{}{}",
+                "lost {:>14} {:>10}  {} {}{}",
                 l.offset,
                 l.length,
+                if l.acknowledged {
+                    "acknowledged at"
+                } else {
+                    "not acknowledged (due at"
+                },
                 dur(l.acked_model_ns as f64),
                 if l.acknowledged {
-                    ""
+                    loss_cause(l)
                 } else {
-                    " (not yet acknowledged)"
-                },
-                loss_cause(l)
+                    format!("){}", loss_cause(l))
+                }
             );
         }
     }

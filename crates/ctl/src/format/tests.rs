@@ -49,3 +49,68 @@ fn period_counters_show_in_the_text_only_when_the_drive_has_them() {
     assert!(slc.contains("SLC cache"), "{slc}");
     assert!(slc.contains("percentage used"), "{slc}");
 }
+
+/// `ctl faults` says each thing once and as it is: no "no faults injected"
+/// above "faults 0 active", an unacknowledged write is not "acked", an
+/// armed cut names the write it comes with.
+#[test]
+fn fault_and_power_wording() {
+    use vssd_device::faults::FaultReport;
+    use vssd_device::power::{Armed, CutReport, LostWrite, PowerReport};
+    let mut r = FaultReport::default();
+    let t = faults(&r);
+    assert!(
+        t.starts_with("faults       none active; nothing injected so far\n"),
+        "{t}"
+    );
+    assert!(!t.contains("no faults injected"), "{t}");
+    r.counters.read_errors_injected = 2;
+    assert!(faults(&r).contains("none active; injected: 2 read errors"));
+
+    let lost = |acknowledged| LostWrite {
+        offset: 4096,
+        length: 512,
+        submitted_model_ns: 1_000_000,
+        acked_model_ns: 147_190_000,
+        acknowledged,
+        cause: Default::default(),
+        shorn_from: None,
+    };
+    let p = PowerReport {
+        last_cut: Some(CutReport {
+            model_ns: 2_000_000,
+            trigger: "now".into(),
+            protected: false,
+            lost: vec![lost(true), lost(false)],
+            lost_bytes: 1024,
+            survived: 0,
+            reordered: 0,
+            mapping_lost: false,
+            restart_at_model_ns: None,
+        }),
+        armed: Some(Armed::AfterWrites { writes: 8 }),
+        ..PowerReport::default()
+    };
+    let l = lost_writes(&p);
+    let lines: Vec<&str> = l.lines().collect();
+    assert!(lines[0].ends_with("acknowledged at 147.19 ms"), "{l}");
+    assert!(
+        lines[1].ends_with("not acknowledged (due at 147.19 ms)"),
+        "{l}"
+    );
+    let t = power(&p);
+    assert!(
+        t.contains("armed: the power goes as the 8th write from now arrives"),
+        "{t}"
+    );
+    for (n, s) in [
+        (1, "1st"),
+        (2, "2nd"),
+        (3, "3rd"),
+        (11, "11th"),
+        (22, "22nd"),
+        (113, "113th"),
+    ] {
+        assert_eq!(super::faults::ordinal(n), s);
+    }
+}

@@ -108,6 +108,9 @@ fn recorded(path: &Path, base: &Profile) -> Result<FitRecord, ValidateError> {
             ),
         });
     }
+    // Checked before anything runs or is written.
+    r.check_values(base)
+        .map_err(|msg| ValidateError::Corpus { origin, msg })?;
     Ok(r)
 }
 

@@ -152,6 +152,43 @@ impl FitRecord {
             .then(|| keys.join(", "))
     }
 
+    /// Whether the record's values can be applied to `profile`: one value
+    /// per free parameter in the fit on every source and in each fold,
+    /// each a finite number within its parameter's range (integer fields
+    /// are held rounded: half a unit beyond the range is allowed).
+    pub fn check_values(&self, profile: &Profile) -> Result<(), String> {
+        let fits = std::iter::once(("the fit on every source".to_string(), &self.all)).chain(
+            self.fold
+                .iter()
+                .map(|f| (format!("the fold without {}", f.held_out), &f.fit)),
+        );
+        for (what, fit) in fits {
+            if fit.values.len() != self.params.len() {
+                return Err(format!(
+                    "{what} has {} values for {} parameters ({})",
+                    fit.values.len(),
+                    self.params.len(),
+                    self.params.join(", ")
+                ));
+            }
+            for (k, v) in self.params.iter().zip(&fit.values) {
+                if !v.is_finite() {
+                    return Err(format!("{what}: {k} = {v} is not a finite number"));
+                }
+                if let Some(fp) = profile.fit.iter().find(|p| &p.key == k) {
+                    let slack = 0.5_f64.max(1e-9 * fp.max.abs());
+                    if *v < fp.min - slack || *v > fp.max + slack {
+                        return Err(format!(
+                            "{what}: {k} = {v} is outside its range {}..{}",
+                            fp.min, fp.max
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The fold that left `source` out.
     pub fn fold_for(&self, source: &str) -> Option<&Fold> {
         self.fold.iter().find(|f| f.held_out == source)

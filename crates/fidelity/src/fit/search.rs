@@ -260,7 +260,7 @@ pub fn fit(
         targets,
         protocols,
         settings,
-        origin: format!("validation/{}.toml", file.preset),
+        origin: file.origin.clone(),
         memo: HashMap::new(),
         evals: 0,
     };
@@ -389,7 +389,7 @@ pub fn held_out_figures(
                 .collect(),
             targets: mine,
             settings,
-            origin: format!("validation/{}.toml", file.preset),
+            origin: file.origin.clone(),
             memo: HashMap::new(),
             evals: 0,
         };

@@ -1,14 +1,18 @@
-//! `vssd qemu-args`: the exact QEMU arguments (or libvirt XML) that attach
-//! a `vssd serve` drive to a guest on one bus, with the preset's identity
-//! (model, serial, firmware, WWN) set on the emulated SATA or NVMe device.
+//! `vssd qemu-args`: the exact QEMU arguments (or libvirt XML, [`libvirt`])
+//! that attach a `vssd serve` drive to a guest on one bus, with the
+//! preset's identity (model, serial, firmware, WWN) set on the emulated
+//! SATA or NVMe device.
 
-use std::fmt::Write as _;
+pub mod libvirt;
+
 use std::path::PathBuf;
 
 use vssd_frontend::nbd::NbdAddr;
 use vssd_profile::size::{format_size, parse_size};
 use vssd_profile::{Identity, Profile, ProfileError};
 use vssd_qemu::{AhciPort, Attach, NbdServer, QemuOpt, QemuOptError, shared_memory};
+
+pub use self::libvirt::LibvirtXml;
 
 /// The bus the guest sees the drive on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -40,21 +44,34 @@ pub struct QemuArgsArgs {
     #[arg(long, value_name = "PATH", conflicts_with = "nbd")]
     pub socket: Option<PathBuf>,
     /// The daemon's NBD address (`--bus sata|nvme`): `unix:PATH`,
-    /// `tcp:HOST:PORT`, or a socket path.
-    #[arg(long, value_name = "ADDR")]
-    pub nbd: Option<String>,
+    /// `tcp:HOST:PORT`, or a socket path (as `vssd serve --nbd`).
+    #[arg(long, value_name = "ADDR", value_parser = crate::serve::parse_nbd_addr)]
+    pub nbd: Option<NbdAddr>,
     /// virtio: `num-queues`, at most `vssd serve --queues`.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub queues: u16,
     /// virtio: guest memory (the shared memfd vhost-user needs; QEMU's `-m`).
     #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = parse_size)]
     pub mem: u64,
-    /// Name for the QEMU ids and node names (several drives need distinct ones).
+    /// Name for the QEMU ids and node names (several drives need distinct
+    /// ones); libvirt's alias is `ua-ID`.
     #[arg(long, value_name = "ID", default_value = "vssd0")]
     pub id: String,
-    /// Print libvirt domain XML instead of QEMU arguments.
-    #[arg(long)]
-    pub libvirt: bool,
+    /// Print libvirt XML instead of QEMU arguments, one document: `domain`
+    /// [default], a whole guest with the drive, for `virsh define`;
+    /// `device`, the drive's `<disk>`, for `virsh attach-device DOMAIN FILE
+    /// --config` (virtio, sata); `qemu`, what libvirt has no element for, in
+    /// its QEMU namespace (SATA's model, firmware and WWN; the NVMe
+    /// controller), to add to a domain with `virsh edit`.
+    #[arg(long, value_enum, value_name = "WHAT", num_args = 0..=1, default_missing_value = "domain")]
+    pub libvirt: Option<LibvirtXml>,
+    /// libvirt: the domain's name (`--libvirt domain`).
+    #[arg(long, value_name = "NAME", default_value = "vssd")]
+    pub name: String,
+    /// libvirt: the disk's `<target dev>` [default: vda for virtio, sda for
+    /// sata]; pick one the domain does not use yet.
+    #[arg(long, value_name = "DEV")]
+    pub target: Option<String>,
 }
 
 /// Errors of `vssd qemu-args`.
@@ -69,19 +86,14 @@ pub enum QemuArgsError {
     /// What cannot become a QEMU option (a socket path that is not UTF-8).
     #[error(transparent)]
     Qemu(#[from] QemuOptError),
-}
-
-/// The NBD address as `vssd serve --nbd` takes it.
-fn nbd_addr(addr: &str) -> Result<NbdAddr, QemuArgsError> {
-    if addr.starts_with("unix:") || addr.starts_with("tcp:") {
-        addr.parse().map_err(QemuArgsError::Usage)
-    } else if addr.starts_with('/') || addr.starts_with('.') {
-        Ok(NbdAddr::Unix(addr.into()))
-    } else {
-        Err(QemuArgsError::Usage(format!(
-            "--nbd {addr:?}: give unix:PATH, tcp:HOST:PORT or a socket path (as vssd serve --nbd)"
-        )))
-    }
+    /// What cannot go into an XML document (a control character).
+    #[error("{what} {value:?} cannot go into libvirt's XML (a control character)")]
+    NotXml {
+        /// Which value.
+        what: &'static str,
+        /// The value.
+        value: String,
+    },
 }
 
 fn check_id(id: &str) -> Result<(), QemuArgsError> {
@@ -138,8 +150,7 @@ pub fn qemu_args(a: &QemuArgsArgs, id: &Identity) -> Result<Vec<QemuOpt>, QemuAr
                     }
                 )));
             };
-            let addr = nbd_addr(addr)?;
-            let server = match &addr {
+            let server = match addr {
                 NbdAddr::Unix(p) => NbdServer::Unix(p),
                 NbdAddr::Tcp(s) => NbdServer::Inet(*s),
             };
@@ -196,106 +207,6 @@ pub fn shell_text(args: &[(&str, String)]) -> String {
     t
 }
 
-fn xml(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('\'', "&apos;")
-        .replace('"', "&quot;")
-}
-
-/// The libvirt XML for the drive.
-pub fn libvirt_xml(
-    a: &QemuArgsArgs,
-    id: &Identity,
-    args: &[(&str, String)],
-) -> Result<String, QemuArgsError> {
-    let mut o = String::new();
-    let n = &a.id;
-    match a.bus {
-        QemuBus::Virtio => {
-            let sock = a.socket.as_ref().map(|p| p.to_string_lossy().into_owned());
-            let sock = sock.unwrap_or_default();
-            let _ = writeln!(
-                o,
-                "<!-- in <domain>: vhost-user needs shared guest memory -->
-<memoryBacking>
-  <source type='memfd'/>
-  <access mode='shared'/>
-</memoryBacking>
-<!-- in <devices> (libvirt 7.1 or later); the serial ({serial}) comes from vssd (virtio-blk GET_ID) -->
-<disk type='vhostuser' device='disk'>
-  <driver name='qemu' type='raw' queues='{q}'/>
-  <source type='unix' path='{sock}'>
-    <reconnect enabled='yes' timeout='10'/>
-  </source>
-  <target dev='vda' bus='virtio'/>
-</disk>",
-                serial = xml(&id.serial),
-                q = a.queues,
-                sock = xml(&sock),
-            );
-        }
-        QemuBus::Sata => {
-            let addr = a.nbd.as_deref().unwrap_or_default();
-            let host = match nbd_addr(addr)? {
-                NbdAddr::Unix(p) => {
-                    format!(
-                        "<host transport='unix' socket='{}'/>",
-                        xml(&p.to_string_lossy())
-                    )
-                }
-                NbdAddr::Tcp(s) => format!("<host name='{}' port='{}'/>", s.ip(), s.port()),
-            };
-            let wwn = id
-                .wwn
-                .map(|w| format!("\n  <wwn>{w:016x}</wwn>"))
-                .unwrap_or_default();
-            let _ = writeln!(
-                o,
-                "<!-- in <devices> (rotation_rate needs libvirt 7.3 or later) -->
-<disk type='network' device='disk'>
-  <driver name='qemu' type='raw' discard='unmap'/>
-  <source protocol='nbd' name='vssd'>
-    {host}
-  </source>
-  <target dev='sda' bus='sata' rotation_rate='1'/>
-  <serial>{serial}</serial>{wwn}
-  <alias name='ua-{n}'/>
-</disk>
-<!-- libvirt has no element for an ATA disk's model or firmware revision:
-     with libvirt 8.2 or later, set them on the device QEMU creates (the
-     <domain> element needs xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0') -->
-<qemu:override>
-  <qemu:device alias='ua-{n}'>
-    <qemu:frontend>
-      <qemu:property name='model' type='string' value='{model}'/>
-      <qemu:property name='ver' type='string' value='{fw}'/>
-    </qemu:frontend>
-  </qemu:device>
-</qemu:override>",
-                serial = xml(&id.serial),
-                model = xml(&id.model),
-                fw = xml(&id.firmware),
-            );
-        }
-        QemuBus::Nvme => {
-            let _ = writeln!(
-                o,
-                "<!-- in <domain> (with xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'):
-     the NVMe controller and its NBD backend as QEMU arguments -->
-<qemu:commandline>"
-            );
-            for (opt, v) in args {
-                let _ = writeln!(o, "  <qemu:arg value='{}'/>", xml(opt));
-                let _ = writeln!(o, "  <qemu:arg value='{}'/>", xml(v));
-            }
-            o.push_str("</qemu:commandline>\n");
-        }
-    }
-    Ok(o)
-}
-
 /// Run `vssd qemu-args`.
 pub fn run(a: QemuArgsArgs) -> Result<(), QemuArgsError> {
     let mut p = Profile::load_with_capacity(&a.profile, a.capacity)?;
@@ -304,10 +215,9 @@ pub fn run(a: QemuArgsArgs) -> Result<(), QemuArgsError> {
     }
     let id = p.identity();
     let args = qemu_args(&a, &id)?;
-    let text = if a.libvirt {
-        libvirt_xml(&a, &id, &args)?
-    } else {
-        shell_text(&args)
+    let text = match a.libvirt {
+        Some(what) => libvirt::xml(&a, &id, &args, what)?,
+        None => shell_text(&args),
     };
     vssd_common::cli_out::print(&text).map_err(|e| QemuArgsError::Usage(e.to_string()))?;
     Ok(())
@@ -410,7 +320,18 @@ mod tests {
         assert!(m.contains("--nbd"), "{m}");
         let m = e(&["--bus", "virtio", "--profile", "x", "--nbd", "/s"]);
         assert!(m.contains("--socket"), "{m}");
-        let m = e(&["--bus", "nvme", "--profile", "x", "--nbd", "localhost:1"]);
+        let m = T::try_parse_from([
+            "t",
+            "--bus",
+            "nvme",
+            "--profile",
+            "x",
+            "--nbd",
+            "localhost:1",
+        ])
+        .err()
+        .unwrap()
+        .to_string();
         assert!(m.contains("unix:PATH"), "{m}");
         let m = e(&[
             "--bus",
@@ -423,27 +344,5 @@ mod tests {
             "a b",
         ]);
         assert!(m.contains("--id"), "{m}");
-    }
-
-    #[test]
-    fn libvirt_xml_carries_the_identity() {
-        let a = args(&[
-            "--bus",
-            "sata",
-            "--profile",
-            "intel-x25m-g2",
-            "--nbd",
-            "/run/n.sock",
-            "--libvirt",
-        ]);
-        let id = id();
-        let x = libvirt_xml(&a, &id, &qemu_args(&a, &id).unwrap()).unwrap();
-        assert!(x.contains("<serial>CVPO935600AB160AGN</serial>"), "{x}");
-        assert!(x.contains("<wwn>5001517959a1b2c3</wwn>"), "{x}");
-        assert!(x.contains("value='INTEL SSDSA2M160G2GC'"), "{x}");
-        assert!(x.contains("socket='/run/n.sock'"), "{x}");
-        // Well-formed apart from the qemu: prefix's namespace declaration.
-        let doc = format!("<r xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>{x}</r>");
-        assert!(roxmltree::Document::parse(&doc).is_ok(), "{x}");
     }
 }
