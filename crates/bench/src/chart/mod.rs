@@ -67,13 +67,18 @@ pub fn charts(r: &BenchResults) -> Vec<Chart> {
 /// Bandwidth over time of every phase with a series (`throughput.svg`).
 pub fn throughput(r: &BenchResults) -> Option<Chart> {
     let mut lines = Vec::new();
+    let mut marks = Vec::new();
     for p in &r.phases {
         for (dir, pts) in series_lines(p) {
             let label = match dir {
                 Some(d) => format!("{} ({d})", p.name),
                 None => p.name.clone(),
             };
-            lines.push(Line::solid(label, colour(lines.len()), pts));
+            let c = colour(lines.len());
+            if dir != Some("read") {
+                marks.extend(drop_mark(p, c));
+            }
+            lines.push(Line::solid(label, c, pts));
         }
     }
     let title = format!("{}: throughput over time per phase", r.scenario);
@@ -85,8 +90,21 @@ pub fn throughput(r: &BenchResults) -> Option<Chart> {
         legend: lines.iter().map(Line::legend).collect(),
         lines,
         x_end: None,
+        marks,
     };
     render("throughput.svg", title, &plot)
+}
+
+/// Where phase `p`'s writes dropped for good (an SLC cache running out;
+/// `metrics::write_drop`), as a mark in its line's colour `c`.
+fn drop_mark(p: &PhaseResult, c: RGBColor) -> Option<Mark> {
+    let at = *p.metrics.get("write_drop_s")?;
+    let bytes = *p.metrics.get("write_drop_bytes")?;
+    Some(Mark {
+        x: at,
+        label: format!("{}: drop after {}", p.name, fmt_bytes(bytes as u64)),
+        colour: c,
+    })
 }
 
 /// Several runs' throughput over time in one chart (`vssd bench compare
@@ -159,6 +177,7 @@ pub fn runs_throughput(runs: &[&BenchResults]) -> Option<Chart> {
         legend: lines.iter().map(Line::legend).collect(),
         lines,
         x_end: None,
+        marks: Vec::new(),
     };
     render("runs-throughput.svg", title, &plot)
 }
@@ -181,6 +200,7 @@ pub fn surfaces(r: &BenchResults) -> Option<Chart> {
         legend: lines.iter().map(Line::legend).collect(),
         lines,
         x_end: axis.end(),
+        marks: Vec::new(),
     };
     render("surface.svg", title, &plot)
 }
@@ -276,6 +296,7 @@ fn overlay(r: &BenchResults, sim: &BenchResults, file: &str, kind: Kind) -> Opti
         lines,
         legend,
         x_end: (kind == Kind::Surface).then(|| axis.end()).flatten(),
+        marks: Vec::new(),
     };
     render(file, title, &plot)
 }
