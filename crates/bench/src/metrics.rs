@@ -126,8 +126,9 @@ pub struct WriteDrop {
 /// The first window of the series' writes (a fiftieth of it, at least
 /// one interval) below [`DROP_FRAC`] of the starting rate where the drop
 /// lasts: the mean rate from it to the end is below that too, and so are
-/// three in four of the windows from it on (a window slowed by the host,
-/// with the drive fast again after it, is no drop); `None` without one.
+/// four of the five windows from it and three in four of all the windows
+/// from it on (a window slowed by the host, with the drive fast again
+/// after it, is no drop); `None` without one.
 /// The starting rate is the median of the first five windows: the first
 /// alone is faster than the drive (the write buffer taking the first
 /// requests at once), and a log of few requests per interval alternates
@@ -144,9 +145,13 @@ pub fn write_drop(s: &Series) -> Option<WriteDrop> {
     let mut head: Vec<f64> = w.iter().take(5).copied().collect();
     head.sort_by(f64::total_cmp);
     let limit = DROP_FRAC * head[head.len() / 2];
+    let below = |ws: &[f64]| ws.iter().filter(|x| **x < limit).count();
     let lasts = |i: usize| {
-        let below = w[i..].iter().filter(|x| **x < limit).count();
-        w[i] < limit && 4 * below >= 3 * (w.len() - i) && mean(&v[i * k..]) < limit
+        let next = &w[i..(i + 5).min(w.len())];
+        w[i] < limit
+            && 5 * below(next) >= 4 * next.len()
+            && 4 * below(&w[i..]) >= 3 * (w.len() - i)
+            && mean(&v[i * k..]) < limit
     };
     let at = (1..w.len()).find(|&i| lasts(i))? * k;
     Some(WriteDrop {
@@ -347,22 +352,24 @@ mod tests {
     use super::*;
 
     /// A cache cliff: 100 intervals at 4 GB/s, then 50 at 1.5 with a
-    /// host hiccup (one interval at 1) before it: the drop is at the
-    /// cliff, not the hiccup, with the bytes and rates on either side.
+    /// host hiccup (one interval at 1) before it, and one early, with the
+    /// long slow part after it: the drop is at the cliff, not a hiccup,
+    /// with the bytes and rates on either side.
     #[test]
     fn a_write_drop_is_where_the_rate_falls_for_good() {
         let mut w = vec![4e9; 100];
         w[40] = 1e9;
-        w.extend(vec![1.5e9; 50]);
+        w[7] = 0.5e9;
+        w.extend(vec![1.5e9; 100]);
         let s = Series {
             interval_s: 0.1,
             read_bytes_s: Vec::new(),
             write_bytes_s: w,
         };
         let d = write_drop(&s).unwrap();
-        // Windows of 3 intervals: the cliff's window starts at 99.
-        assert!((d.at_s - 9.9).abs() < 1e-9, "{d:?}");
-        assert!((d.bytes - (99.0 * 4e9 - 3e9) * 0.1).abs() < 1.0, "{d:?}");
+        // Windows of 4 intervals: the cliff's window starts at 100.
+        assert!((d.at_s - 10.0).abs() < 1e-9, "{d:?}");
+        assert!((d.bytes - (100.0 * 4e9 - 6.5e9) * 0.1).abs() < 1.0, "{d:?}");
         assert!((d.bw_after / 1.5e9 - 1.0).abs() < 0.05, "{d:?}");
         // A steady line has none.
         let flat = Series {
