@@ -117,6 +117,68 @@ fn built_in_protocols_in_the_simulator() {
     }
 }
 
+/// Issue 32's cache cliff in the simulator, scaled to 2 GiB: on the
+/// empty drive the write rate drops to under 60 % at two thirds of the
+/// pass (the SN580's 341 GB of the 511 GB written at full size, within
+/// ±20 %), to TechPowerUp's 450 MB/s within ±50 % (the model's known
+/// error there: see scenarios/cache-cliff.toml); at 70 % full the cache
+/// runs out after fewer bytes; the chart marks both drops.
+#[test]
+fn cache_cliff_in_the_simulator() {
+    let _g = guest_lock();
+    let dir = scratch_dir();
+    let o = bench(&[
+        "run",
+        "cache-cliff",
+        "--sim-only",
+        "--capacity",
+        "2G",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    let r = results(dir.path());
+    let m = |p: &str, k: &str| {
+        r.phase(p)
+            .and_then(|p| p.metrics.get(k))
+            .copied()
+            .unwrap_or_else(|| panic!("{p}: no {k}"))
+    };
+    let (at, written) = (m("empty", "write_drop_bytes"), m("empty", "host_written"));
+    let (before, after) = (
+        m("empty", "write_bw_before_drop"),
+        m("empty", "write_bw_after_drop"),
+    );
+    let full_at = m("full", "write_drop_bytes");
+    eprintln!(
+        "empty: drop after {:.3} of the pass ({:.1} % of the drive), {:.0} -> {:.0} MB/s; \
+         70 % full: drop after {:.3} of the empty drive's bytes",
+        at / written,
+        100.0 * at / r.capacity as f64,
+        before / 1e6,
+        after / 1e6,
+        full_at / at
+    );
+    assert!(after < 0.6 * before, "{before} -> {after}");
+    let share = at / written / (341.0 / 511.5);
+    assert!(
+        (0.8..1.2).contains(&share),
+        "drop at {share} x the published"
+    );
+    assert!((225e6..675e6).contains(&after), "{after}");
+    assert!(full_at < 0.8 * at, "70 % full {full_at}, empty {at}");
+    assert!(
+        o.status.success() && r.passed(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let svg = std::fs::read_to_string(dir.path().join("throughput.svg")).unwrap();
+    assert!(
+        svg.contains("empty: drop after") && svg.contains("full: drop after"),
+        "no drop marks in the chart"
+    );
+}
+
 #[test]
 fn a_failing_expectation_fails_the_command_with_its_numbers() {
     let dir = scratch_dir();
@@ -432,6 +494,89 @@ fn trim_recovery_on_sata_shows_the_trim_effect_with_time_dilated() {
         );
         assert!(c.predicted.is_some_and(|p| p > 0.0), "{}", c.phase);
     }
+}
+
+/// Issue 32's cache cliff in a guest on the NVMe bus, at 1 GiB: the
+/// guest's fio writes 1 MiB at QD 1, which under TCG costs the guest about
+/// 10 ms a request, where the drive takes 0.3 ms in its cache; dilated by
+/// 30 the guest keeps up and the drop shows where the simulator has it
+/// (about 80 s in all on two busy cores). Guest-bound verdicts say so and
+/// measure once more; the drop figures must be there either way.
+#[test]
+fn cache_cliff_in_a_guest_on_nvme() {
+    init_logging();
+    require_program("qemu-system-x86_64");
+    require_program("fio");
+    let _g = guest_lock();
+    let dir = scratch_dir();
+    let mut attempt = 0;
+    let (o, r) = loop {
+        attempt += 1;
+        let out = dir.path().join(format!("attempt{attempt}"));
+        let o = bench(&[
+            "run",
+            "cache-cliff",
+            "--capacity",
+            "1G",
+            "--time-scale",
+            "30",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        eprintln!("{}", String::from_utf8_lossy(&o.stdout));
+        assert!(
+            out.join("results.json").exists(),
+            "no results.json: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let r = results(&out);
+        if r.inconclusive() == 0 || attempt == 2 {
+            break (o, r);
+        }
+        eprintln!("attempt {attempt} was inconclusive: measuring again");
+    };
+    judged_or_said_so(&r);
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let m = |p: &str, k: &str| {
+        r.phase(p)
+            .and_then(|p| p.metrics.get(k))
+            .copied()
+            .unwrap_or_else(|| panic!("{p}: no {k}"))
+    };
+    // The simulator's own run of the scenario (the replay beside the
+    // guest's run has the daemon's trace, not the job's fine log).
+    let sim_dir = dir.path().join("sim");
+    let so = bench(&[
+        "run",
+        "cache-cliff",
+        "--sim-only",
+        "--capacity",
+        "1G",
+        "--out",
+        sim_dir.to_str().unwrap(),
+    ]);
+    assert!(
+        so.status.success(),
+        "{}",
+        String::from_utf8_lossy(&so.stderr)
+    );
+    let sim = results(&sim_dir);
+    let sim_at = sim.phase("empty").unwrap().metrics["write_drop_bytes"];
+    let at = m("empty", "write_drop_bytes");
+    eprintln!(
+        "guest: drop after {:.0} MB (simulator {:.0} MB), {:.0} MB/s past it; 70 % full: {:.0} MB",
+        at / 1e6,
+        sim_at / 1e6,
+        m("empty", "write_bw_after_drop") / 1e6,
+        m("full", "write_drop_bytes") / 1e6
+    );
+    assert!((at / sim_at - 1.0).abs() < 0.2, "{at} vs {sim_at}");
+    assert!(m("full", "write_drop_bytes") < 0.8 * at);
 }
 
 /// The built-in power-loss scenario on a drive without power-loss

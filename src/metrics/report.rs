@@ -206,6 +206,19 @@ fn faults(r: &StatsReport, e: &mut Enc<'_, '_>) -> std::fmt::Result {
         "Blocks retired in service (grown bad blocks)",
         r.counters.grown_bad_blocks as f64,
     )?;
+    if let Some(t) = r.counters.temperature_c {
+        // Only where the profile has a thermal model ([thermal]).
+        e.gauge(
+            "vssd_temperature_celsius",
+            "The drive's temperature (thermal model)",
+            t,
+        )?;
+        e.gauge(
+            "vssd_throttle_step",
+            "The thermal throttle step the drive is in (0: none)",
+            r.counters.throttle_level as f64,
+        )?;
+    }
     Ok(())
 }
 

@@ -104,3 +104,33 @@ fn metrics_carry_the_same_numbers_as_the_report() {
     );
     assert!(text.trim_end().ends_with("# EOF"));
 }
+
+#[test]
+fn temperature_gauges_only_with_a_thermal_model() {
+    let render_of = |preset: &str| {
+        let dev = Arc::new(
+            Device::open(DeviceOptions {
+                profile: Profile::load_with_capacity(preset, Some(1 << 30)).unwrap(),
+                data: DataLocation::Memory,
+                state_file: None,
+                seed: 1,
+                time_scale: Default::default(),
+            })
+            .unwrap(),
+        );
+        (render(&dev), dev.report())
+    };
+    let (text, r) = render_of("wd-sn580-1tb");
+    let t = r.counters.temperature_c.unwrap();
+    assert!(
+        text.contains("# TYPE vssd_temperature_celsius gauge"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("vssd_temperature_celsius {t}")),
+        "{t} {text}"
+    );
+    assert!(text.contains("vssd_throttle_step 0"), "{text}");
+    let (text, _) = render_of("nvme-tlc-slc-cache");
+    assert!(!text.contains("vssd_temperature_celsius"), "{text}");
+}

@@ -79,6 +79,11 @@ pub struct ServeArgs {
     /// Exported capacity (geometry scaled, usable spare area kept in proportion), e.g. `8G`.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub capacity: Option<u64>,
+    /// Host Memory Buffer the host gives a DRAM-less NVMe drive, at the
+    /// preset's own capacity (`--capacity` scales it): replaces the
+    /// profile's `mapping.hmb_bytes`; 0 models a host that gives none.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub hmb: Option<u64>,
     /// Serial number the drive reports instead of its profile's (for two
     /// drives of one preset in one guest); `vssd qemu-args --serial` must
     /// then be given the same.
@@ -314,7 +319,7 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
 
 /// The profile to serve, and the arguments checked against it.
 fn checked_profile(args: &ServeArgs) -> Result<Profile, ServeError> {
-    let mut profile = Profile::load_with_capacity(&args.profile, args.capacity)?;
+    let mut profile = Profile::load_with_hmb(&args.profile, args.capacity, args.hmb)?;
     if let Some(s) = &args.serial {
         profile = profile.with_serial(s)?;
     }

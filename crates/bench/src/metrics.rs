@@ -100,8 +100,87 @@ pub fn surface(s: &Surface, m: &mut BTreeMap<String, f64>) {
     m.insert("last_bw".into(), v[v.len() - 1]);
 }
 
-/// The drive's figures over a phase.
+/// A fio phase's writes fell below this share of their first window's
+/// rate, and stayed below it on average: a drop (the corpus's rule,
+/// `vssd validate`'s `write_gb_before_drop`).
+pub const DROP_FRAC: f64 = 0.8;
+
+/// Windows a phase's series is cut into to find its drop: the drop's
+/// position is known to a fiftieth of the phase.
+const DROP_WINDOWS: usize = 50;
+
+/// Where a phase's write rate dropped for good (an SLC cache running
+/// out): found by [`write_drop`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WriteDrop {
+    /// Seconds into the phase.
+    pub at_s: f64,
+    /// Bytes written before it.
+    pub bytes: f64,
+    /// Mean write rate before it, bytes/s.
+    pub bw_before: f64,
+    /// Mean write rate from it to the end, bytes/s.
+    pub bw_after: f64,
+}
+
+/// The first window of the series' writes (a fiftieth of it, at least
+/// one interval) below [`DROP_FRAC`] of the starting rate where the drop
+/// lasts: the mean rate from it to the end is below that too, and so are
+/// four of the five windows from it and three in four of all the windows
+/// from it on (a window slowed by the host, with the drive fast again
+/// after it, is no drop); `None` without one.
+/// The starting rate is the median of the first five windows: the first
+/// alone is faster than the drive (the write buffer taking the first
+/// requests at once), and a log of few requests per interval alternates
+/// between neighbouring counts.
+pub fn write_drop(s: &Series) -> Option<WriteDrop> {
+    let v = &s.write_bytes_s;
+    let dt = s.interval_s;
+    if v.len() < 4 || !(dt.is_finite() && dt > 0.0) {
+        return None;
+    }
+    let k = (v.len() / DROP_WINDOWS).max(1);
+    let mean = |x: &[f64]| x.iter().sum::<f64>() / x.len().max(1) as f64;
+    let w: Vec<f64> = v.chunks_exact(k).map(mean).collect();
+    let mut head: Vec<f64> = w.iter().take(5).copied().collect();
+    head.sort_by(f64::total_cmp);
+    let limit = DROP_FRAC * head[head.len() / 2];
+    let below = |ws: &[f64]| ws.iter().filter(|x| **x < limit).count();
+    let lasts = |i: usize| {
+        let next = &w[i..(i + 5).min(w.len())];
+        w[i] < limit
+            && 5 * below(next) >= 4 * next.len()
+            && 4 * below(&w[i..]) >= 3 * (w.len() - i)
+            && mean(&v[i * k..]) < limit
+    };
+    let at = (1..w.len()).find(|&i| lasts(i))? * k;
+    Some(WriteDrop {
+        at_s: at as f64 * dt,
+        bytes: v[..at].iter().sum::<f64>() * dt,
+        bw_before: mean(&v[..at]),
+        bw_after: mean(&v[at..]),
+    })
+}
+
+/// A fio phase's drop figures (none when its writes did not drop):
+/// `write_drop_s`, `write_drop_bytes`, `write_bw_before_drop`,
+/// `write_bw_after_drop`.
+pub fn drop_figures(p: &mut PhaseResult) {
+    let Some(d) = p.series.as_ref().and_then(write_drop) else {
+        return;
+    };
+    let m = &mut p.metrics;
+    m.insert("write_drop_s".into(), d.at_s);
+    m.insert("write_drop_bytes".into(), d.bytes);
+    m.insert("write_bw_before_drop".into(), d.bw_before);
+    m.insert("write_bw_after_drop".into(), d.bw_after);
+}
+
+/// The drive's figures over a phase (and a fio phase's drop figures).
 pub fn drive(p: &mut PhaseResult) {
+    if p.kind == "fio" {
+        drop_figures(p);
+    }
     let (Some(a), Some(b)) = (&p.counters_before, &p.counters_after) else {
         return;
     };
@@ -271,6 +350,34 @@ pub fn counters_trim(a: &Counters, b: &Counters) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A cache cliff: 100 intervals at 4 GB/s, then 50 at 1.5 with a
+    /// host hiccup (one interval at 1) before it, and one early, with the
+    /// long slow part after it: the drop is at the cliff, not a hiccup,
+    /// with the bytes and rates on either side.
+    #[test]
+    fn a_write_drop_is_where_the_rate_falls_for_good() {
+        let mut w = vec![4e9; 100];
+        w[40] = 1e9;
+        w[7] = 0.5e9;
+        w.extend(vec![1.5e9; 100]);
+        let s = Series {
+            interval_s: 0.1,
+            read_bytes_s: Vec::new(),
+            write_bytes_s: w,
+        };
+        let d = write_drop(&s).unwrap();
+        // Windows of 4 intervals: the cliff's window starts at 100.
+        assert!((d.at_s - 10.0).abs() < 1e-9, "{d:?}");
+        assert!((d.bytes - (100.0 * 4e9 - 6.5e9) * 0.1).abs() < 1.0, "{d:?}");
+        assert!((d.bw_after / 1.5e9 - 1.0).abs() < 0.05, "{d:?}");
+        // A steady line has none.
+        let flat = Series {
+            write_bytes_s: vec![4e9; 100],
+            ..s.clone()
+        };
+        assert_eq!(write_drop(&flat), None);
+    }
 
     #[test]
     fn fio_figures_and_logs() {

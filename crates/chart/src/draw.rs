@@ -90,6 +90,19 @@ pub struct Plot {
     /// The x axis ends here at least (capacity, for positions); without
     /// it, at the last point. It starts at 0.
     pub x_end: Option<f64>,
+    /// Vertical marks at points of interest (where a cache ran out),
+    /// drawn dashed over the lines with their labels at the top.
+    pub marks: Vec<Mark>,
+}
+
+/// A vertical mark of a [`Plot`]: a dashed line at `x`, labelled.
+pub struct Mark {
+    /// Where, on the x axis.
+    pub x: f64,
+    /// What it marks (drawn beside the line's top).
+    pub label: String,
+    /// Its colour (the line it belongs to).
+    pub colour: RGBColor,
 }
 
 /// What drawing on a backend `DB` returns.
@@ -367,6 +380,7 @@ pub fn draw_plot<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, plot: &Plot)
             chart.draw_series(LineSeries::new(pts, style))?;
         }
     }
+    draw_marks(&mut chart, &plot.marks, (x0, x1), (y0, y1))?;
     // A line drawn over exactly by a later one would vanish: ring its
     // points (a dozen at most) so it can be seen underneath.
     for (i, l) in plot.lines.iter().enumerate() {
@@ -387,6 +401,44 @@ pub fn draw_plot<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, plot: &Plot)
         )?;
     }
     draw_legend(&legend, &plot.legend)
+}
+
+/// The plot's marks: a dashed vertical line each, its label at the top
+/// right of it (left of it past the middle), each label a line lower
+/// than the one before so that close marks stay readable.
+fn draw_marks<DB: DrawingBackend>(
+    chart: &mut ChartContext<
+        '_,
+        DB,
+        Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+    >,
+    marks: &[Mark],
+    (x0, x1): (f64, f64),
+    (y0, y1): (f64, f64),
+) -> DrawResult<DB> {
+    for (i, m) in marks.iter().enumerate() {
+        if !(m.x.is_finite() && m.x >= x0 && m.x <= x1) {
+            continue;
+        }
+        let style = ShapeStyle {
+            color: m.colour.to_rgba(),
+            filled: false,
+            stroke_width: 1,
+        };
+        chart.draw_series(DashedLineSeries::new([(m.x, y0), (m.x, y1)], 4, 4, style))?;
+        let label = truncate(&m.label, 48);
+        let right = m.x - x0 <= (x1 - x0) / 2.0;
+        let dx = if right {
+            4
+        } else {
+            -4 - text_width(&label, 13)
+        };
+        let at = (dx, 4 + 16 * i as i32);
+        chart.draw_series(std::iter::once(
+            EmptyElement::at((m.x, y1)) + Text::new(label, at, text_style(13, &m.colour)),
+        ))?;
+    }
+    Ok(())
 }
 
 /// Whether line `i` lies under a line drawn after it: the same x values

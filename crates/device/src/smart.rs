@@ -8,8 +8,11 @@
 //! did ([`Errors`]): grown bad blocks, uncorrectable reads, power cuts
 //! (unsafe shutdowns), where the family's attribute set counts them.
 //! Program and erase failures are not told apart (both show as grown bad
-//! blocks); life-curve throttling, power-on time and temperature are not
-//! modelled and not shown.
+//! blocks); life-curve throttling and power-on time are not modelled and
+//! not shown. The temperature is the thermal model's (`[thermal]`, only
+//! where the profile has one): attribute 194 in the ATA sets, the
+//! composite temperature and the thermal-management counts and times in
+//! the NVMe health log.
 
 use serde::{Deserialize, Serialize};
 use vssd_model::Counters;
@@ -56,6 +59,40 @@ pub struct NvmeHealth {
     /// Unsafe shutdowns: power cuts.
     #[serde(default)]
     pub unsafe_shutdowns: u64,
+    /// Composite temperature, kelvin (the thermal model's; absent without
+    /// `[thermal]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub composite_temperature_k: Option<u16>,
+    /// Critical warning bit 1: the temperature is at or above the warning
+    /// threshold (`thermal.warning_c`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub temperature_warning: bool,
+    /// Warning composite temperature time, minutes.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub warning_temp_minutes: u64,
+    /// Critical composite temperature time, minutes.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub critical_temp_minutes: u64,
+    /// Thermal management temperature 1 (light throttling) transition count.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tmt1_transitions: u64,
+    /// Thermal management temperature 2 (heavier steps) transition count.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tmt2_transitions: u64,
+    /// Total time at thermal management temperature 1, seconds.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tmt1_seconds: u64,
+    /// Total time at thermal management temperature 2, seconds.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tmt2_seconds: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+fn is_false(v: &bool) -> bool {
+    !*v
 }
 
 fn hundred() -> u8 {
@@ -143,6 +180,16 @@ pub fn report_with(profile: &Profile, c: &Counters, e: &Errors) -> SmartReport {
     };
     let mut b = Builder(Vec::new());
     let mut nvme = None;
+    if let Some(t) = c.temperature_c
+        && set != SmartSet::Nvme
+    {
+        // smartctl's 194: the raw value in °C, normalised 100 − °C (as
+        // WD's SATA drives report it; sets without a temperature
+        // attribute of their own get it too).
+        let raw = t.round().clamp(0.0, 255.0) as u64;
+        let value = (100.0 - t.round()).clamp(1.0, 100.0) as u8;
+        b.add(194, "Temperature_Celsius", Some(value), raw, TEMP);
+    }
     match set {
         SmartSet::Intel => intel(&mut b, &v),
         SmartSet::Marvell => marvell(&mut b, &v),
@@ -151,7 +198,7 @@ pub fn report_with(profile: &Profile, c: &Counters, e: &Errors) -> SmartReport {
         SmartSet::Jmicron => jmicron(&mut b, &v),
         SmartSet::Samsung => samsung(&mut b, &v),
         SmartSet::Generic => generic(&mut b, &v),
-        SmartSet::Nvme => nvme = Some(nvme_health(&v)),
+        SmartSet::Nvme => nvme = Some(nvme_health(&v, profile.thermal.warning_c)),
     }
     // In ID order, as smartctl lists them.
     b.0.sort_by_key(|a| a.id);
@@ -185,6 +232,7 @@ const HW: &str = "host_written_bytes";
 const HR: &str = "host_read_bytes";
 const WEAR: &str = "erase_count_avg / wear.rated_pe_cycles";
 const AVG: &str = "erase_count_avg, rounded down (the drive's integer counter)";
+const TEMP: &str = "temperature_c (the thermal model, [thermal])";
 
 /// Intel SSD 320 product specification: 05h re-allocated (retired)
 /// block count, BBh uncorrectable errors, C0h unsafe shutdowns.
@@ -446,10 +494,21 @@ fn generic(b: &mut Builder, v: &Values<'_>) {
     );
 }
 
-fn nvme_health(v: &Values<'_>) -> NvmeHealth {
+fn nvme_health(v: &Values<'_>, warning_c: f64) -> NvmeHealth {
     let (c, e) = (v.c, v.e);
     let units = |bytes: u64| (bytes / 512).div_ceil(1000);
+    let ns = 1_000_000_000;
     NvmeHealth {
+        composite_temperature_k: c
+            .temperature_c
+            .map(|t| (t + 273.15).round().clamp(0.0, 65535.0) as u16),
+        temperature_warning: warning_c > 0.0 && c.temperature_c.is_some_and(|t| t >= warning_c),
+        warning_temp_minutes: c.warning_temp_ns / (60 * ns),
+        critical_temp_minutes: c.critical_temp_ns / (60 * ns),
+        tmt1_transitions: c.throttle1_entries,
+        tmt2_transitions: c.throttle2_entries,
+        tmt1_seconds: c.throttle1_ns / ns,
+        tmt2_seconds: c.throttle2_ns / ns,
         percentage_used: v.pct.map(|p| p.floor().min(255.0) as u8),
         data_units_read: units(c.host_read_bytes),
         data_units_written: units(c.host_written_bytes),
@@ -573,5 +632,43 @@ mod tests {
         // nvme-tlc has no rated cycles.
         let r = report(&Profile::load("nvme-tlc").unwrap(), &counters());
         assert_eq!(r.nvme.unwrap().percentage_used, None);
+    }
+
+    #[test]
+    fn the_thermal_model_shows_in_the_health_log_and_attribute_194() {
+        let hot = Counters {
+            temperature_c: Some(83.4),
+            throttle_level: 1,
+            throttle1_entries: 3,
+            throttle2_entries: 1,
+            throttle1_ns: 125_900_000_000,
+            throttle2_ns: 999_999_999,
+            warning_temp_ns: 150 * 1_000_000_000,
+            critical_temp_ns: 59 * 1_000_000_000,
+            ..counters()
+        };
+        // WCTEMP 82 °C.
+        let p = Profile::load("samsung-980pro-1tb").unwrap();
+        let n = report(&p, &hot).nvme.unwrap();
+        assert_eq!(n.composite_temperature_k, Some(357)); // 356.55 K
+        assert!(n.temperature_warning);
+        assert_eq!((n.warning_temp_minutes, n.critical_temp_minutes), (2, 0));
+        assert_eq!((n.tmt1_transitions, n.tmt2_transitions), (3, 1));
+        assert_eq!((n.tmt1_seconds, n.tmt2_seconds), (125, 0));
+        let cool = Counters {
+            temperature_c: Some(40.0),
+            ..counters()
+        };
+        assert!(!report(&p, &cool).nvme.unwrap().temperature_warning);
+        // No thermal model: no temperature, nothing in the log.
+        let n = report(&p, &counters()).nvme.unwrap();
+        assert_eq!(n.composite_temperature_k, None);
+        assert!(!n.temperature_warning);
+        // ATA: 194, raw °C, normalised 100 − °C; absent without the model.
+        let p = Profile::load("wd-blue-1tb-sata").unwrap();
+        let a = attr(&report(&p, &hot), 194).clone();
+        assert_eq!((a.raw, a.value), (83, Some(17)));
+        let r = report(&p, &counters());
+        assert!(r.attributes.iter().all(|a| a.id != 194), "{r:?}");
     }
 }

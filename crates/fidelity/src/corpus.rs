@@ -64,6 +64,22 @@ pub const BUILT_IN: &[(&str, &str)] = &[
         "nvme-tlc-slc-cache",
         include_str!("../../../validation/nvme-tlc-slc-cache.toml"),
     ),
+    (
+        "samsung-870qvo-1tb",
+        include_str!("../../../validation/samsung-870qvo-1tb.toml"),
+    ),
+    (
+        "wd-blue-1tb-sata",
+        include_str!("../../../validation/wd-blue-1tb-sata.toml"),
+    ),
+    (
+        "wd-sn580-1tb",
+        include_str!("../../../validation/wd-sn580-1tb.toml"),
+    ),
+    (
+        "samsung-980pro-1tb",
+        include_str!("../../../validation/samsung-980pro-1tb.toml"),
+    ),
 ];
 
 /// One preset's corpus file.

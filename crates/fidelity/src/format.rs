@@ -322,6 +322,11 @@ pub enum Metric {
     WriteGbBeforeDrop,
     /// Seconds before that drop (the step's duration when none).
     WriteSBeforeDrop,
+    /// Mean write throughput from that drop to the end of the job, 10^6
+    /// bytes/s (a post-cache rate; the whole job's when it never drops).
+    WriteMbSAfterDrop,
+    /// The drive's temperature at the end of the step, °C (`[thermal]`).
+    TempEndC,
 }
 
 impl Metric {
@@ -341,11 +346,13 @@ impl Metric {
             Metric::Waf => "waf",
             Metric::WriteGbBeforeDrop => "write_gb_before_drop",
             Metric::WriteSBeforeDrop => "write_s_before_drop",
+            Metric::WriteMbSAfterDrop => "write_mb_s_after_drop",
+            Metric::TempEndC => "temp_end_c",
         }
     }
 
     /// Every metric.
-    pub const ALL: [Metric; 13] = [
+    pub const ALL: [Metric; 15] = [
         Metric::WriteMbS,
         Metric::ReadMbS,
         Metric::WriteIops,
@@ -359,6 +366,8 @@ impl Metric {
         Metric::Waf,
         Metric::WriteGbBeforeDrop,
         Metric::WriteSBeforeDrop,
+        Metric::WriteMbSAfterDrop,
+        Metric::TempEndC,
     ];
 
     /// The metric called `name` (as written in the corpus).
@@ -369,7 +378,8 @@ impl Metric {
     /// The metric's own unit.
     pub fn unit(self) -> &'static str {
         match self {
-            Metric::WriteMbS | Metric::ReadMbS => "MB/s",
+            Metric::WriteMbS | Metric::ReadMbS | Metric::WriteMbSAfterDrop => "MB/s",
+            Metric::TempEndC => "C",
             Metric::WriteIops | Metric::ReadIops | Metric::MixedIops => "IOPS",
             Metric::WriteLatMeanUs | Metric::ReadLatMeanUs => "us",
             Metric::WriteLatMaxMs | Metric::ReadLatMaxMs => "ms",
@@ -398,6 +408,7 @@ impl Metric {
             ("s", "min") => 60.0,
             ("GB", "GiB") => 1.073_741_824,
             ("GB", "TB") => 1e3,
+            ("C", "°C") => 1.0,
             _ => return None,
         })
     }

@@ -4,7 +4,6 @@
 //! (`blocks.rs`), the victims being collected `victims.rs`'s. See "Garbage
 //! collection" in `docs/model.md`.
 
-use super::slc::SlcCache;
 use super::ssd::Ssd;
 use super::types::{BlockState, Count, NONE, Stream};
 use vssd_profile::GcPolicy;
@@ -31,8 +30,9 @@ impl Ssd {
         let Some(b) = self.blocks.pop_free(die) else {
             return false; // unreachable: two or more blocks checked above
         };
-        if self.slc.enabled() && self.slc_free_units() >= SlcCache::block_units(&self.geo) {
-            // The SLC cache has room: this host block runs in SLC mode.
+        if self.slc.enabled() && self.slc_takes_block(die, now) {
+            // The SLC cache has room (`slc_fold.rs`): this host block runs
+            // in SLC mode.
             self.slc.mark(b);
         }
         self.blocks.open(Stream::Host, die, b, now);
@@ -239,7 +239,7 @@ impl Ssd {
         let folding = self.slc.is_slc(victim);
         'pages: for &(n, plane_pages) in &pages {
             self.tally.add(Count::NandPagesRead, plane_pages as u64);
-            let ready = self.nand_read(die, t, n as u64 * self.geo.unit_bytes);
+            let ready = self.nand_read_block(die, victim, t, n as u64 * self.geo.unit_bytes);
             for &lpn in &lpns[next..next + n] {
                 if !self.ensure_gc_block(die, ready) {
                     stalled = true;

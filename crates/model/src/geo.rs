@@ -239,7 +239,7 @@ impl Geo {
             log_assoc: p.mapping.log_associativity.max(1),
             max_log_blocks: p.mapping.max_log_blocks,
             whole_block_merges: p.mapping.whole_block_merges,
-            map_cache_pages: p.mapping.cache_bytes.0 / g.page_size.0,
+            map_cache_pages: (p.mapping.cache_bytes.0 + p.mapping.hmb_bytes.0) / g.page_size.0,
             map_tpage_shift: (g.page_size.0 / p.mapping.entry_bytes() as u64)
                 .max(1)
                 .trailing_zeros(),

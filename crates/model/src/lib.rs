@@ -257,6 +257,39 @@ pub struct Counters {
     /// factory-retired ones of the geometry.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub grown_bad_blocks: u64,
+    /// Thermal model (`[thermal]`): the drive's temperature, °C, as of the
+    /// last request or catch-up (absent without the model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature_c: Option<f64>,
+    /// Thermal model: the highest temperature reached, °C.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature_peak_c: Option<f64>,
+    /// Thermal model: the throttle step now (0: none, 1: the first, ...).
+    #[serde(default, skip_serializing_if = "is_zero32")]
+    pub throttle_level: u32,
+    /// Thermal model: times the drive entered its first throttle step
+    /// (NVMe "Thermal Management Temperature 1 Transition Count").
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub throttle1_entries: u64,
+    /// Times it entered a further step (NVMe TMT2 transitions).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub throttle2_entries: u64,
+    /// Time in the first throttle step, ns.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub throttle1_ns: u64,
+    /// Time in further steps, ns.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub throttle2_ns: u64,
+    /// Time at or above the warning temperature (`thermal.warning_c`), ns.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub warning_temp_ns: u64,
+    /// Time at or above the critical temperature (`thermal.critical_c`), ns.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub critical_temp_ns: u64,
+}
+
+fn is_zero32(v: &u32) -> bool {
+    *v == 0
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -311,6 +344,8 @@ mod query;
 mod read;
 mod reduction;
 mod slc;
+mod slc_fold;
+mod thermal;
 mod timeline;
 mod trim;
 mod types;

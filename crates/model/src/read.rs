@@ -39,7 +39,7 @@ impl Ssd {
             let (ready, n) = self.read_group(t, lpn, last);
             let lo = (lpn * ub).max(offset);
             let hi = ((lpn + n) * ub).min(offset + len);
-            let dur = self.geo.link_ns(hi - lo);
+            let dur = self.host_link_ns(hi - lo, false);
             done = done.max(self.timelines.link_transfer(ready.max(issued), dur) + dur);
             lpn += n;
         }
@@ -85,14 +85,20 @@ impl Ssd {
         self.tally
             .add(Count::NandPagesRead, slots.count_ones() as u64);
         let bytes = n * self.geo.unit_bytes;
+        let t_read = self.sense_time(block);
         if self.geo.plane_reads && slots.count_ones() == 1 {
             let plane = slots.trailing_zeros() as usize;
             return (
-                self.timelines.plane_read(&self.geo, die, plane, t, bytes),
+                self.timelines
+                    .plane_read(&self.geo, die, plane, t, bytes, t_read),
                 n,
             );
         }
-        (self.nand_read(die, t, bytes), n)
+        (
+            self.timelines
+                .nand_read_tr(&self.geo, die, t, bytes, t_read),
+            n,
+        )
     }
 
     /// A NAND read on `die` of `bytes` bytes, occupying the whole die;
@@ -100,5 +106,24 @@ impl Ssd {
     #[inline]
     pub(super) fn nand_read(&mut self, die: usize, t: u64, bytes: u64) -> u64 {
         self.timelines.nand_read(&self.geo, die, t, bytes)
+    }
+
+    /// A NAND read of `bytes` bytes of `block` on `die`, at the block's
+    /// sense time (faster in SLC mode where the profile says so).
+    #[inline]
+    pub(super) fn nand_read_block(&mut self, die: usize, block: u32, t: u64, bytes: u64) -> u64 {
+        let t_read = self.sense_time(block);
+        self.timelines
+            .nand_read_tr(&self.geo, die, t, bytes, t_read)
+    }
+
+    /// Sense time of a page of `block`: `slc_cache.t_read_us` for an
+    /// SLC-mode block where set, else the NAND's.
+    #[inline(always)]
+    fn sense_time(&self, block: u32) -> u64 {
+        match self.slc.t_read() {
+            Some(t) if self.slc.is_slc(block) => t,
+            _ => self.geo.t_read,
+        }
     }
 }

@@ -15,6 +15,7 @@ use super::map_cache::MapCache;
 use super::mapping::Mapping;
 use super::reduction::Reduction;
 use super::slc::SlcCache;
+use super::thermal::Thermal;
 use super::timeline::Timelines;
 use super::types::{Broken, Count, Stream, Tally};
 use super::victims::Victims;
@@ -51,6 +52,8 @@ pub struct Ssd {
     pub(super) map_cache: MapCache,
     /// What the model has counted (`types.rs`).
     pub(super) tally: Tally,
+    /// Temperature and throttling (`thermal.rs`; inert without `[thermal]`).
+    pub(super) thermal: Thermal,
     pub(super) seed: u64,
     /// Host units placed so far (each host write places one per mapping
     /// unit it covers), for [`Ssd::durability`]. Not saved.
@@ -79,11 +82,12 @@ impl Ssd {
             buffer: WriteBuffer::default(),
             victims: Victims::new(geo.dies),
             reduction: Reduction::new(&geo),
-            slc: SlcCache::new(&geo),
+            slc: SlcCache::new(&geo, profile),
             release: DeferredRelease::new(&geo),
             scheme: MappingScheme::new(&geo),
             map_cache: MapCache::new(&geo),
             tally: Tally::default(),
+            thermal: Thermal::new(profile),
             seed,
             host_units_placed: 0,
             look_ahead: None,
@@ -171,6 +175,28 @@ impl Ssd {
             wear_percent_used: (self.geo.rated_pe > 0)
                 .then(|| sum as f64 / n as f64 / self.geo.rated_pe as f64 * 100.0),
             grown_bad_blocks: self.grown_bad_blocks(),
+            ..self.thermal_counters()
+        }
+    }
+
+    /// The thermal model's fields of [`Counters`] (all absent or zero
+    /// without `[thermal]`).
+    fn thermal_counters(&self) -> Counters {
+        if !self.thermal.enabled() {
+            return Counters::default();
+        }
+        let t = self.thermal.report();
+        Counters {
+            temperature_c: Some(t.temp),
+            temperature_peak_c: Some(t.peak),
+            throttle_level: t.level,
+            throttle1_entries: t.entered[0],
+            throttle2_entries: t.entered[1..].iter().sum(),
+            throttle1_ns: t.time_in[0],
+            throttle2_ns: t.time_in[1..].iter().sum(),
+            warning_temp_ns: t.warning_ns,
+            critical_temp_ns: t.critical_ns,
+            ..Counters::default()
         }
     }
 
@@ -191,6 +217,7 @@ impl Ssd {
         let now = now_ns.max(self.timelines.now());
         self.erase_in_gaps(now);
         self.background(now);
+        self.thermal_tick(now);
     }
 
     /// Submit a request at `now_ns` and return when it completes.
@@ -211,6 +238,7 @@ impl Ssd {
         // (which `advance` forgets), as they do when a catch-up did it.
         self.erase_in_gaps(now);
         self.background(now);
+        self.thermal_tick(now);
         self.timelines.advance(now);
 
         // Queue-depth limit: a command beyond the drive's tags waits for one.
@@ -387,6 +415,7 @@ impl Ssd {
             }
         }
         fresh.tally = std::mem::take(&mut self.tally);
+        fresh.thermal = std::mem::take(&mut self.thermal);
         fresh.timelines = Timelines::idle_from(&fresh.geo, self.timelines.now());
         *self = fresh;
     }

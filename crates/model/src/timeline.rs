@@ -166,9 +166,23 @@ impl Timelines {
     /// returns when the data has crossed the channel.
     #[inline(always)]
     pub(crate) fn nand_read(&mut self, g: &Geo, die: usize, t: u64, bytes: u64) -> u64 {
+        self.nand_read_tr(g, die, t, bytes, g.t_read)
+    }
+
+    /// [`Timelines::nand_read`] with a sense time of `t_read` (an SLC-mode
+    /// block's, `slc_cache.t_read_us`).
+    #[inline]
+    pub(crate) fn nand_read_tr(
+        &mut self,
+        g: &Geo,
+        die: usize,
+        t: u64,
+        bytes: u64,
+        t_read: u64,
+    ) -> u64 {
         let (ch, lane) = g.channel_of(die);
         let rs = t.max(self.die_busy[die]);
-        let sensed = rs + g.t_read;
+        let sensed = rs + t_read;
         let dur = g.chan_ns(bytes);
         let xe = self.channels[ch].reserve(lane, sensed, dur) + dur;
         self.occupy_die(die, xe);
@@ -186,11 +200,12 @@ impl Timelines {
         plane: usize,
         t: u64,
         bytes: u64,
+        t_read: u64,
     ) -> u64 {
         let (ch, lane) = g.channel_of(die);
         let p = die * g.planes as usize + plane;
         let rs = t.max(self.die_pe_busy[die]).max(self.plane_busy[p]);
-        let sensed = rs + g.t_read;
+        let sensed = rs + t_read;
         let dur = g.chan_ns(bytes);
         let xe = self.channels[ch].reserve_anywhere(lane, sensed, dur) + dur;
         self.plane_busy[p] = xe;

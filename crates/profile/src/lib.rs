@@ -11,14 +11,16 @@ mod period;
 pub mod presets;
 mod scale;
 pub mod size;
+mod thermal;
 mod validate;
 pub mod validated;
 
 use period::is_default;
 pub use period::{
     CellType, Controller, EndOfLife, Mapping, MappingPolicy, Reduction, Reliability, SlcCache,
-    SlcMode, Spec, Trim, Wear,
+    SlcMode, Spec, Trim, Wear, WhenFull,
 };
+pub use thermal::{Thermal, ThrottleLevel};
 
 pub use fit::FitParam;
 pub use identity::{Identity, IdentitySpec, ReadAfterTrim, SmartSet};
@@ -367,6 +369,9 @@ pub struct Profile {
     /// Power-loss behaviour (default: no protection, honest flushes).
     #[serde(default, skip_serializing_if = "is_default")]
     pub reliability: Reliability,
+    /// Temperature and thermal throttling (default: none).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub thermal: Thermal,
     /// What the drive reports about itself: model, serial, firmware, WWN,
     /// SMART attribute set (defaults: see [`Profile::identity`]).
     #[serde(default, skip_serializing_if = "is_default")]
@@ -466,6 +471,44 @@ impl Profile {
             }
             None => Ok(p),
         }
+    }
+
+    /// Load, give the drive a Host Memory Buffer of `hmb` bytes if given
+    /// (`--hmb`, at the preset's own capacity; 0: the host gives none),
+    /// then override the exported capacity if `capacity` is given (which
+    /// scales the buffer with the drive).
+    pub fn load_with_hmb(
+        name_or_path: &str,
+        capacity: Option<u64>,
+        hmb: Option<u64>,
+    ) -> Result<Profile, ProfileError> {
+        let Some(hmb) = hmb else {
+            return Profile::load_with_capacity(name_or_path, capacity);
+        };
+        let p = Profile::load(name_or_path)?.with_hmb(hmb)?;
+        match capacity {
+            Some(c) => p.with_capacity(c),
+            None => Ok(p),
+        }
+    }
+
+    /// A copy with a Host Memory Buffer of `bytes` (0: none). Only for a
+    /// profile whose map is cached (`mapping.cache_bytes` set: a DRAM-less
+    /// controller).
+    pub fn with_hmb(&self, bytes: u64) -> Result<Profile, ProfileError> {
+        let origin = format!("{} (--hmb {})", self.name, format_size(bytes));
+        if self.mapping.cache_bytes.0 == 0 {
+            return Err(invalid(
+                &origin,
+                "--hmb",
+                bytes,
+                "this profile keeps its whole map in DRAM (mapping.cache_bytes = 0): a host memory buffer is for DRAM-less profiles",
+            ));
+        }
+        let mut p = self.clone();
+        p.mapping.hmb_bytes = Bytes(bytes);
+        p.validate(&origin)?;
+        Ok(p)
     }
 
     /// Parse and validate TOML text; `origin` names it in errors.

@@ -59,6 +59,14 @@ pub struct Mapping {
     /// where each entry carries metadata beside the address).
     #[serde(skip_serializing_if = "is_default")]
     pub entry_bytes: u32,
+    /// Page mapping, DRAM-less NVMe controllers: the Host Memory Buffer,
+    /// bytes of the host's memory the drive is given for translation
+    /// pages, on top of its on-chip `cache_bytes` (which must be set: the
+    /// controller's SRAM share). 0 (default): none, as a host that gives
+    /// none (`--hmb 0`). `--hmb SIZE` overrides it; `--capacity` scales it
+    /// with the drive like `cache_bytes` (see docs/model.md).
+    #[serde(skip_serializing_if = "is_default")]
+    pub hmb_bytes: Bytes,
 }
 
 impl Mapping {
@@ -146,6 +154,48 @@ pub struct SlcCache {
     /// Bits per cell of the native mode (3 TLC, 4 QLC): an SLC-mode block
     /// holds 1/bits of its native capacity.
     pub bits_per_cell: u32,
+    /// Dynamic cache: the part of `size` that is always there (the static
+    /// SLC taken from the spare area, e.g. Samsung's 6 GB "default
+    /// TurboWrite"); only the rest shrinks as the drive fills. 0 (default):
+    /// all of it is dynamic.
+    #[serde(skip_serializing_if = "is_default")]
+    pub static_size: Bytes,
+    /// Dynamic cache: bytes of free user capacity (exported capacity not
+    /// holding data) the dynamic part needs per byte it holds, so it
+    /// shrinks as user data fills the drive (heise on Samsung's QLC
+    /// drives: the SLC region "benötigt dazu die vierfache Größe an
+    /// normaler Flash-Kapazität"). 0 (default): the rule before it, NAND
+    /// not holding mapped data (less the GC reserve) over `bits_per_cell`.
+    #[serde(skip_serializing_if = "is_default")]
+    pub free_per_byte: f64,
+    /// What the drive does when the cache is full and the host keeps
+    /// writing (default `direct`).
+    #[serde(skip_serializing_if = "is_default")]
+    pub when_full: WhenFull,
+    /// Sense time of a page in SLC mode, µs (one threshold instead of the
+    /// native mode's 7 or 15: QLC and TLC read faster from SLC-mode
+    /// blocks). 0 (default): the NAND's `t_read_us`.
+    #[serde(skip_serializing_if = "is_default")]
+    pub t_read_us: f64,
+}
+
+/// `[slc_cache] when_full`: what a drive does with host writes once its
+/// SLC cache is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WhenFull {
+    /// Host data goes to native (TLC/QLC) blocks at the native program
+    /// time; the cache is folded in idle time, or by GC when blocks run
+    /// out ("direct-to-die", the 850 EVO and 870 QVO behaviour).
+    #[default]
+    Direct,
+    /// The drive folds the oldest SLC-mode block into native blocks in the
+    /// foreground, paced with the host's writes, and keeps taking host data
+    /// in SLC mode ("the drive will start flushing SLC back to TLC", as
+    /// TechPowerUp describes Samsung's NVMe drives); while the cache is
+    /// below its size, as before. Once the dynamic cache has shrunk below
+    /// what it holds (a fuller drive), host data goes direct.
+    Fold,
 }
 
 /// `[wear]`: endurance and its effects.
@@ -377,7 +427,7 @@ pub(super) fn validate(p: &Profile, origin: &str) -> Result<(), ProfileError> {
             "only with mapping.policy = \"hybrid\"",
         ));
     }
-    if m.cache_bytes.0 != 0 || m.entry_bytes != 0 {
+    if m.cache_bytes.0 != 0 || m.entry_bytes != 0 || m.hmb_bytes.0 != 0 {
         if m.policy != MappingPolicy::Page {
             return Err(invalid(
                 origin,
@@ -394,6 +444,14 @@ pub(super) fn validate(p: &Profile, origin: &str) -> Result<(), ProfileError> {
                 "mapping.entry_bytes",
                 e,
                 "2 to a quarter of the page size, dividing it into a power of two",
+            ));
+        }
+        if m.hmb_bytes.0 > 1 << 40 {
+            return Err(invalid(
+                origin,
+                "mapping.hmb_bytes",
+                m.hmb_bytes.0,
+                "0 (none) up to 1 TiB, with mapping.cache_bytes set",
             ));
         }
         if m.cache_bytes.0 < page || m.cache_bytes.0 > 1 << 40 {
@@ -462,6 +520,40 @@ pub(super) fn validate(p: &Profile, origin: &str) -> Result<(), ProfileError> {
                 "a positive size with slc_cache.mode static or dynamic",
             ));
         }
+        range_f(
+            origin,
+            "slc_cache.free_per_byte",
+            s.free_per_byte,
+            0.0,
+            100.0,
+        )?;
+        if s.static_size.0 > s.size.0 {
+            return Err(invalid(
+                origin,
+                "slc_cache.static_size",
+                s.static_size.0,
+                &format!("at most slc_cache.size ({} bytes)", s.size.0),
+            ));
+        }
+        if s.mode == SlcMode::Static && (s.static_size.0 != 0 || s.free_per_byte != 0.0) {
+            return Err(invalid(
+                origin,
+                "slc_cache.static_size",
+                s.static_size.0,
+                "static_size and free_per_byte are for mode = \"dynamic\"",
+            ));
+        }
+    } else if s.static_size.0 != 0
+        || s.free_per_byte != 0.0
+        || s.when_full != WhenFull::Direct
+        || s.t_read_us != 0.0
+    {
+        return Err(invalid(
+            origin,
+            "slc_cache.mode",
+            "\"off\"",
+            "static_size, free_per_byte and when_full need an SLC cache",
+        ));
     }
     let sp = &p.spec;
     for (field, v) in [

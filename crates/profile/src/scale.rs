@@ -185,6 +185,25 @@ impl Profile {
             let unit = self.geometry.mapping_unit.0;
             let size = (self.slc_cache.size.0 as f64 * share) as u64 / unit * unit;
             p.slc_cache.size = Bytes(size.max(unit));
+            if self.slc_cache.static_size.0 > 0 {
+                let st = (self.slc_cache.static_size.0 as f64 * share) as u64 / unit * unit;
+                p.slc_cache.static_size = Bytes(st.max(unit).min(p.slc_cache.size.0));
+            }
+        }
+        if p.thermal.enabled() {
+            // The thermal time constant shrinks with the drive, as the
+            // protocols' durations do: the same share of the drive written
+            // heats it as much.
+            let share = capacity as f64 / self.geometry.exported_capacity.0 as f64;
+            p.thermal.tau_s = (self.thermal.tau_s * share).max(0.001);
+        }
+        if p.mapping.hmb_bytes.0 > 0 {
+            // The host memory buffer keeps its share of the map, as the
+            // on-chip cache does (whole pages, at least one).
+            let share = capacity as f64 / self.geometry.exported_capacity.0 as f64;
+            let page = self.geometry.page_size.0;
+            let pages = (self.mapping.hmb_bytes.0 as f64 * share / page as f64).round() as u64;
+            p.mapping.hmb_bytes = Bytes(pages.max(1) * page);
         }
         if p.mapping.cache_bytes.0 > 0 {
             // The mapping cache keeps its share of the map: a smaller drive

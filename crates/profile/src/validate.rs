@@ -404,6 +404,7 @@ impl Profile {
     /// The period sections: their own ranges, then against the geometry.
     fn validate_period(&self, origin: &str) -> Result<(), ProfileError> {
         super::period::validate(self, origin)?;
+        super::thermal::validate(self, origin)?;
         super::identity::validate(self, origin)?;
         self.validate_fit(origin)?;
         let g = &self.geometry;

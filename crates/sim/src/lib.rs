@@ -101,6 +101,11 @@ pub struct SimArgs {
     /// 16G or 16GiB = 16 x 2^30 bytes, 16GB = 16 x 10^9 bytes.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub capacity: Option<u64>,
+    /// Host Memory Buffer the host gives a DRAM-less NVMe drive, at the
+    /// preset's own capacity (`--capacity` scales it): replaces the
+    /// profile's `mapping.hmb_bytes`; 0 models a host that gives none.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub hmb: Option<u64>,
     /// `normal` (readable) or `json` (fio's JSON shape; byte-identical for a given seed).
     #[arg(long, value_enum, default_value = "normal")]
     pub output_format: OutputFormat,
@@ -129,7 +134,7 @@ pub fn run(args: SimArgs) -> Result<(), SimError> {
     for w in &jobs.warnings {
         log::warn!("{w}");
     }
-    let profile = Profile::load_with_capacity(&args.profile, args.capacity)?;
+    let profile = Profile::load_with_hmb(&args.profile, args.capacity, args.hmb)?;
     profile.check_memory()?;
     let wall = Instant::now();
     let mut sim = Simulation::new(&profile, args.seed);

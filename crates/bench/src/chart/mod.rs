@@ -18,6 +18,7 @@
 //! out, empty inputs give no chart (`None`).
 
 pub use vssd_chart::Chart;
+use plotters::prelude::RGBColor;
 use vssd_chart::draw::*;
 use vssd_chart::numfmt::fmt_bytes;
 use vssd_chart::{INK, colour};
@@ -55,13 +56,18 @@ pub fn charts(r: &BenchResults) -> Vec<Chart> {
 /// Bandwidth over time of every phase with a series (`throughput.svg`).
 pub fn throughput(r: &BenchResults) -> Option<Chart> {
     let mut lines = Vec::new();
+    let mut marks = Vec::new();
     for p in &r.phases {
         for (dir, pts) in series_lines(p) {
             let label = match dir {
                 Some(d) => format!("{} ({d})", p.name),
                 None => p.name.clone(),
             };
-            lines.push(Line::solid(label, colour(lines.len()), pts));
+            let c = colour(lines.len());
+            if dir != Some("read") {
+                marks.extend(drop_mark(p, c));
+            }
+            lines.push(Line::solid(label, c, pts));
         }
     }
     let title = format!("{}: throughput over time per phase", r.scenario);
@@ -73,8 +79,21 @@ pub fn throughput(r: &BenchResults) -> Option<Chart> {
         legend: lines.iter().map(Line::legend).collect(),
         lines,
         x_end: None,
+        marks,
     };
     render("throughput.svg", title, &plot)
+}
+
+/// Where phase `p`'s writes dropped for good (an SLC cache running out;
+/// `metrics::write_drop`), as a mark in its line's colour `c`.
+fn drop_mark(p: &PhaseResult, c: RGBColor) -> Option<Mark> {
+    let at = *p.metrics.get("write_drop_s")?;
+    let bytes = *p.metrics.get("write_drop_bytes")?;
+    Some(Mark {
+        x: at,
+        label: format!("{}: drop after {}", p.name, fmt_bytes(bytes as u64)),
+        colour: c,
+    })
 }
 
 /// Several runs' throughput over time in one chart (`vssd bench compare
@@ -149,6 +168,7 @@ pub fn runs_throughput(runs: &[&BenchResults]) -> Option<Chart> {
         legend: lines.iter().map(Line::legend).collect(),
         lines,
         x_end: None,
+        marks: Vec::new(),
     };
     render("runs-throughput.svg", title, &plot)
 }
@@ -171,6 +191,7 @@ pub fn surfaces(r: &BenchResults) -> Option<Chart> {
         legend: lines.iter().map(Line::legend).collect(),
         lines,
         x_end: axis.end(),
+        marks: Vec::new(),
     };
     render("surface.svg", title, &plot)
 }
@@ -318,6 +339,7 @@ fn overlay(r: &BenchResults, file: &str, kind: Kind) -> Option<Chart> {
         lines,
         legend,
         x_end: (kind == Kind::Surface).then(|| axis.end()).flatten(),
+        marks: Vec::new(),
     };
     render(file, title, &plot)
 }

@@ -67,7 +67,7 @@ impl Run<'_> {
             .cancel_on(self.o.cancel.clone())
             .power_loss_on(power_lost)
             .run_script_streaming(
-                &script(self.sc, seg.clone(), &self.exe),
+                &script(self.sc, seg.clone(), &self.exe, self.o.time_scale.factor()),
                 self.o.timeout,
                 |line| self.on_line(line, &mut marks),
             );

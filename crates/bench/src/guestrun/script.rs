@@ -10,8 +10,33 @@ use std::collections::BTreeMap;
 use crate::scenario::{DEV_VAR, FS_MOUNT, PhaseKind, Scenario, SurfaceOp, TrimMethod};
 use vssd_guest::console_files;
 
-/// The guest script of phases `range`.
-pub(super) fn script(sc: &Scenario, range: std::ops::Range<usize>, exe: &str) -> String {
+/// A job file with its own `log_avg_msec` stretched by the time scale
+/// `k`: a job's interval is drive time, as in the simulator, and fio in a
+/// dilated guest logs on the wall clock, K times slower. Without it a
+/// guest's entries of a few ms at K = 27 held one request or none.
+pub(super) fn job_in_drive_time(text: &str, k: f64) -> String {
+    if !(k.is_finite() && k > 1.0) {
+        return text.to_string();
+    }
+    text.lines()
+        .map(|l| {
+            let t = l.trim();
+            match t
+                .strip_prefix("log_avg_msec")
+                .map(|r| r.trim_start())
+                .and_then(|r| r.strip_prefix('='))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+            {
+                Some(ms) => format!("log_avg_msec={}", ((ms as f64) * k).round().max(1.0) as u64),
+                None => l.to_string(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The guest script of phases `range`, under time scale `k`.
+pub(super) fn script(sc: &Scenario, range: std::ops::Range<usize>, exe: &str, k: f64) -> String {
     let dev = sc.bus.guest_dev();
     let mut s = format!("set -e\nexport {DEV_VAR}={dev}\nup() {{ cut -d' ' -f1 /proc/uptime; }}\n");
     for i in range {
@@ -19,6 +44,7 @@ pub(super) fn script(sc: &Scenario, range: std::ops::Range<usize>, exe: &str) ->
         s.push_str(&format!("echo \"@@PHASE-BEGIN {i} $(up)\"\n"));
         match &p.kind {
             PhaseKind::Fio { text, .. } => {
+                let text = job_in_drive_time(text, k);
                 s.push_str(&format!(
                     "cat > /tmp/job{i}.fio <<'VSSD_BENCH_JOB_END'\n{text}\nVSSD_BENCH_JOB_END\n\
                      fio --output-format=json --write_bw_log=/tmp/bw{i} --log_avg_msec=1000 /tmp/job{i}.fio > /tmp/fio{i}.json\n"
@@ -158,4 +184,23 @@ pub(super) fn bad_files(output: &str, phase: usize) -> Vec<(usize, u32)> {
             (i == phase).then_some((p, j))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_jobs_own_log_interval_is_stretched_by_the_time_scale() {
+        let t = "[j]\nrw=write\nlog_avg_msec=2\nbs=1m";
+        assert_eq!(
+            job_in_drive_time(t, 27.0),
+            "[j]\nrw=write\nlog_avg_msec=54\nbs=1m"
+        );
+        assert_eq!(job_in_drive_time(t, 1.0), t);
+        assert_eq!(
+            job_in_drive_time("log_avg_msec = 10", 2.5),
+            "log_avg_msec=25"
+        );
+    }
 }

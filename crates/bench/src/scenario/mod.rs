@@ -59,6 +59,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "power-loss",
         include_str!("../../../../scenarios/power-loss.toml"),
     ),
+    (
+        "cache-cliff",
+        include_str!("../../../../scenarios/cache-cliff.toml"),
+    ),
 ];
 
 /// Built-in fio job files, usable by name from any scenario: (name, text).
@@ -94,6 +98,18 @@ pub const BUILTIN_JOBS: &[(&str, &str)] = &[
     (
         "retention-fill.fio",
         include_str!("../../../../scenarios/jobs/retention-fill.fio"),
+    ),
+    (
+        "cache-cliff-empty.fio",
+        include_str!("../../../../scenarios/jobs/cache-cliff-empty.fio"),
+    ),
+    (
+        "fill-70.fio",
+        include_str!("../../../../scenarios/jobs/fill-70.fio"),
+    ),
+    (
+        "cache-cliff-70.fio",
+        include_str!("../../../../scenarios/jobs/cache-cliff-70.fio"),
     ),
 ];
 
@@ -343,6 +359,10 @@ impl PhaseKind {
                 "read_clat_mean",
                 "write_clat_p99",
                 "read_clat_p99",
+                "write_drop_s",
+                "write_drop_bytes",
+                "write_bw_before_drop",
+                "write_bw_after_drop",
             ],
             PhaseKind::Surface { .. } => &[
                 "mean_bw",

@@ -64,6 +64,40 @@ pub fn smart(r: &vssd_device::smart::SmartReport) -> String {
             group(n.host_write_commands)
         );
         let _ = writeln!(o, "Media and Data Integrity Errors:    {}", n.media_errors);
+        if let Some(k) = n.composite_temperature_k {
+            let _ = writeln!(
+                o,
+                "Temperature:                        {} Celsius{}",
+                k as i32 - 273,
+                if n.temperature_warning {
+                    " (over the warning threshold)"
+                } else {
+                    ""
+                }
+            );
+            let _ = writeln!(
+                o,
+                "Warning  Comp. Temperature Time:    {}",
+                n.warning_temp_minutes
+            );
+            let _ = writeln!(
+                o,
+                "Critical Comp. Temperature Time:    {}",
+                n.critical_temp_minutes
+            );
+            let _ = writeln!(
+                o,
+                "Thermal Temp. 1 Transition Count:   {}",
+                n.tmt1_transitions
+            );
+            let _ = writeln!(
+                o,
+                "Thermal Temp. 2 Transition Count:   {}",
+                n.tmt2_transitions
+            );
+            let _ = writeln!(o, "Thermal Temp. 1 Total Time:         {}", n.tmt1_seconds);
+            let _ = writeln!(o, "Thermal Temp. 2 Total Time:         {}", n.tmt2_seconds);
+        }
         return o;
     }
     let _ = writeln!(o, "ID# ATTRIBUTE_NAME            VALUE WORST RAW_VALUE");

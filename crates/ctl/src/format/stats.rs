@@ -319,6 +319,25 @@ fn flash(o: &mut String, r: &StatsReport) {
             format_size(c.slc_units_folded.saturating_mul(unit_bytes))
         );
     }
+    if let Some(t) = c.temperature_c {
+        let _ = writeln!(
+            o,
+            "  temperature    {t:.1} °C (peak {:.1} °C); throttle step {}{}",
+            c.temperature_peak_c.unwrap_or(t),
+            c.throttle_level,
+            if c.throttle1_entries + c.throttle2_entries > 0 {
+                format!(
+                    " (entered {} / {} times, {:.1} / {:.1} s in steps 1 / 2+)",
+                    c.throttle1_entries,
+                    c.throttle2_entries,
+                    c.throttle1_ns as f64 / 1e9,
+                    c.throttle2_ns as f64 / 1e9
+                )
+            } else {
+                String::new()
+            }
+        );
+    }
     if c.trim_pending_units > 0 {
         let _ = writeln!(
             o,

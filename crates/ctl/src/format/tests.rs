@@ -50,6 +50,32 @@ fn period_counters_show_in_the_text_only_when_the_drive_has_them() {
     assert!(slc.contains("percentage used"), "{slc}");
 }
 
+#[test]
+fn temperature_shows_in_stats_and_smart_only_with_a_thermal_model() {
+    let dev = |preset: &str| {
+        Device::open(DeviceOptions {
+            profile: Profile::load_with_capacity(preset, Some(1 << 30)).unwrap(),
+            data: DataLocation::Memory,
+            state_file: None,
+            seed: 1,
+            time_scale: Default::default(),
+        })
+        .unwrap()
+    };
+    let hot = dev("samsung-980pro-1tb");
+    let s = stats(&hot.report());
+    assert!(
+        s.contains("temperature") && s.contains("throttle step 0"),
+        "{s}"
+    );
+    let m = smart(&hot.smart());
+    assert!(m.contains("Temperature:") && m.contains(" Celsius"), "{m}");
+    assert!(m.contains("Thermal Temp. 1 Transition Count:"), "{m}");
+    let none = dev("nvme-tlc-slc-cache");
+    assert!(!stats(&none.report()).contains("temperature"));
+    assert!(!smart(&none.smart()).contains("Temperature"));
+}
+
 /// `ctl faults` says each thing once and as it is: no "no faults injected"
 /// above "faults 0 active", an unacknowledged write is not "acked", an
 /// armed cut names the write it comes with.

@@ -74,6 +74,22 @@ pub const BUILT_IN: &[(&str, &str)] = &[
         "nvme-tlc-slc-cache",
         include_str!("../../../../validation/fits/nvme-tlc-slc-cache.toml"),
     ),
+    (
+        "samsung-870qvo-1tb",
+        include_str!("../../../../validation/fits/samsung-870qvo-1tb.toml"),
+    ),
+    (
+        "wd-blue-1tb-sata",
+        include_str!("../../../../validation/fits/wd-blue-1tb-sata.toml"),
+    ),
+    (
+        "wd-sn580-1tb",
+        include_str!("../../../../validation/fits/wd-sn580-1tb.toml"),
+    ),
+    (
+        "samsung-980pro-1tb",
+        include_str!("../../../../validation/fits/samsung-980pro-1tb.toml"),
+    ),
 ];
 
 /// The objective, in words (recorded with every fit).
