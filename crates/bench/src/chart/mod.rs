@@ -17,8 +17,8 @@
 //! colour-vision deficiencies. Any data draws: non-finite values are left
 //! out, empty inputs give no chart (`None`).
 
-pub use vssd_chart::Chart;
 use plotters::prelude::RGBColor;
+pub use vssd_chart::Chart;
 use vssd_chart::draw::*;
 use vssd_chart::numfmt::fmt_bytes;
 use vssd_chart::{INK, colour};
