@@ -292,7 +292,17 @@ fn a_dilated_drive_completes_k_times_later_and_reports_its_own_time() {
 #[test]
 fn idle_lets_the_drive_catch_up_at_once() {
     let after_burst = |idle_ns: Option<u64>| {
-        let dev = device(DataLocation::Memory, None);
+        // The drive's clock 1000 times slower than the wall's: a second a
+        // busy host takes over the burst is a millisecond of the drive's,
+        // so the queue it measures is the burst's, not the host's speed.
+        let dev = Device::open(DeviceOptions {
+            profile: Profile::load_with_capacity("sata-mlc-2011", Some(256 << 20)).unwrap(),
+            data: DataLocation::Memory,
+            state_file: None,
+            seed: 1,
+            time_scale: "1000".parse().unwrap(),
+        })
+        .unwrap();
         let conn = dev.register_frontend("test", "", "").connect("");
         let mut data = vec![5u8; 1 << 20];
         for i in 0..64u64 {

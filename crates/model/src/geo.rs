@@ -44,6 +44,9 @@ pub(crate) struct Geo {
     /// `fg_threshold_blocks` plus the reserve (`reserve_pct` of the die's
     /// spare blocks).
     pub(crate) fg_threshold: u32,
+    /// Of `fg_threshold`, the reserve (a GC policy margin, not blocks the
+    /// data needs: retiring grown bad blocks may eat into it).
+    pub(crate) reserve: u32,
     /// Free blocks per die background GC works towards: `bg_target_blocks`
     /// plus the reserve.
     pub(crate) bg_target: u32,
@@ -210,6 +213,7 @@ impl Geo {
             queue_depth: p.host.queue_depth as usize,
             buffer_units: p.buffer.size.0 / g.mapping_unit.0,
             fg_threshold: p.gc.fg_threshold_blocks + reserve,
+            reserve,
             bg_target: p.gc.bg_target_blocks + reserve,
             bg_idle_ns: (p.gc.bg_idle_ms * 1e6).round() as u64,
             bg_duty: p.gc.bg_duty,

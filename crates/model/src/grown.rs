@@ -240,8 +240,8 @@ impl Ssd {
 
     /// Whether `die` can lose one more block: afterwards it keeps at least
     /// half the spare blocks it had (blocks in service beyond its share of
-    /// the exported data), and never fewer than GC's reserve
-    /// (`fg_threshold_blocks` + 3). Below that GC would copy nearly full
+    /// the exported data), and never fewer than GC's floor
+    /// (`fg_threshold_blocks` + 3; `gc.reserve_pct` does not count). Below that GC would copy nearly full
     /// blocks for every block it frees; a real drive reports its spare
     /// exhausted (read-only, or a warning at the spare threshold) well
     /// before. Half is vssd's choice, not a published figure.
@@ -262,7 +262,10 @@ impl Ssd {
         let share = g.logical_units.div_ceil(u64::from(g.dies)).div_ceil(upb);
         let held = valid.div_ceil(upb);
         let first = u64::from(g.blocks_per_die - g.retired_on(die)).saturating_sub(share);
-        let keep = first.div_ceil(2).max(u64::from(g.fg_threshold) + 3);
+        // GC's own floor, without the reserve (a policy margin that
+        // grown bad blocks may use up, as they use the spare).
+        let floor = g.fg_threshold.saturating_sub(g.reserve);
+        let keep = first.div_ceil(2).max(u64::from(floor) + 3);
         (in_service - 1).saturating_sub(share.max(held)) >= keep
     }
 }

@@ -214,14 +214,6 @@ impl Profile {
             let pages = (self.mapping.cache_bytes.0 as f64 * share / page as f64).round() as u64;
             p.mapping.cache_bytes = Bytes(pages.max(1) * page);
         }
-        if p.host.pause_every_bytes > 0 {
-            // Housekeeping pauses keep their rate per share of the drive
-            // written (a smaller drive's map checkpoint comes as often per
-            // pass), their length stays: a pause is a latency.
-            let share = capacity as f64 / self.geometry.exported_capacity.0 as f64;
-            p.host.pause_every_bytes =
-                ((self.host.pause_every_bytes as f64 * share) as u64).max(1 << 20);
-        }
         p.validate(&origin)?;
         Ok(p)
     }
