@@ -191,7 +191,13 @@ fn job_summary(text: &str) -> String {
         .map(str::trim)
         .collect::<Vec<_>>()
         .join(" ");
-    match comment.find(". ") {
+    // A sentence ends at ". ", not inside an ellipsis ("... ") quoted
+    // from a source.
+    let end = comment
+        .match_indices(". ")
+        .map(|(i, _)| i)
+        .find(|&i| i == 0 || comment.as_bytes()[i - 1] != b'.');
+    match end {
         Some(i) => comment[..=i].to_string(),
         None => comment,
     }
