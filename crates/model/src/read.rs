@@ -39,7 +39,9 @@ impl Ssd {
             let (ready, n) = self.read_group(t, lpn, last);
             let lo = (lpn * ub).max(offset);
             let hi = ((lpn + n) * ub).min(offset + len);
-            let dur = self.host_link_ns(hi - lo, false);
+            let dur = self
+                .thermal
+                .link_ns(self.geo.link_ns(hi - lo), hi - lo, false);
             done = done.max(self.timelines.link_transfer(ready.max(issued), dur) + dur);
             lpn += n;
         }

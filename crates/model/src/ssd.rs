@@ -217,7 +217,7 @@ impl Ssd {
         let now = now_ns.max(self.timelines.now());
         self.erase_in_gaps(now);
         self.background(now);
-        self.thermal_tick(now);
+        self.thermal.tick(now, &self.tally);
     }
 
     /// Submit a request at `now_ns` and return when it completes.
@@ -238,7 +238,7 @@ impl Ssd {
         // (which `advance` forgets), as they do when a catch-up did it.
         self.erase_in_gaps(now);
         self.background(now);
-        self.thermal_tick(now);
+        self.thermal.tick(now, &self.tally);
         self.timelines.advance(now);
 
         // Queue-depth limit: a command beyond the drive's tags waits for one.

@@ -18,8 +18,7 @@
 //! At or above a step's temperature the drive caps its host transfers at
 //! the step's rates, and leaves the step `hysteresis_c` below it.
 
-use super::ssd::Ssd;
-use super::types::Count;
+use super::types::{Count, Tally};
 use vssd_profile::Profile;
 
 /// Most throttle steps a profile may have.
@@ -194,32 +193,31 @@ impl Thermal {
     }
 }
 
-impl Ssd {
-    /// Bring the temperature and throttle step up to `now` (nothing
-    /// without `[thermal]`).
+impl Thermal {
+    /// Bring the temperature and throttle step up to `now` from the
+    /// drive's running totals (nothing without `[thermal]`).
     #[inline]
-    pub(super) fn thermal_tick(&mut self, now: u64) {
-        if !self.thermal.enabled() {
+    pub(super) fn tick(&mut self, now: u64, t: &Tally) {
+        if !self.enabled() {
             return;
         }
-        let t = &self.tally;
         let (prog, read, link) = (
             t.get(Count::NandBytesProgrammed),
             t.get(Count::NandPagesRead),
             t.get(Count::HostReadBytes) + t.get(Count::HostWrittenBytes),
         );
-        self.thermal.advance(now, prog, read, link);
+        self.advance(now, prog, read, link);
     }
 
-    /// Host link time of a transfer of `bytes` (`write`: to the drive),
-    /// slowed to the throttle step's rate while the drive throttles.
+    /// Host link time of a transfer of `bytes` (`write`: to the drive)
+    /// that takes `base` unthrottled, slowed to the throttle step's rate
+    /// while the drive throttles.
     #[inline(always)]
-    pub(super) fn host_link_ns(&self, bytes: u64, write: bool) -> u64 {
-        let base = self.geo.link_ns(bytes);
-        if self.thermal.level() == 0 {
+    pub(super) fn link_ns(&self, base: u64, bytes: u64, write: bool) -> u64 {
+        if self.level() == 0 {
             return base;
         }
-        self.thermal.capped(base, bytes, write)
+        self.capped(base, bytes, write)
     }
 }
 

@@ -21,7 +21,7 @@ impl Ssd {
         } else {
             t
         };
-        let dur = self.host_link_ns(len, true);
+        let dur = self.thermal.link_ns(self.geo.link_ns(len), len, true);
         let link_start = self.timelines.link_transfer(admit, dur);
         let link_end = link_start + dur;
         (first, last, link_start, link_end)
