@@ -355,19 +355,10 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::super::qemu_args;
     use super::*;
-    use clap::Parser;
     use vssd_profile::Profile;
 
-    #[derive(Parser)]
-    struct T {
-        #[command(flatten)]
-        a: QemuArgsArgs,
-    }
-
     fn out(cli: &[&str]) -> Result<String, QemuArgsError> {
-        let mut v = vec!["t"];
-        v.extend(cli);
-        let a = T::try_parse_from(v).unwrap().a;
+        let a = super::super::tests::args(cli);
         let mut p = Profile::load_with_capacity(&a.profile, a.capacity).unwrap();
         if let Some(s) = &a.serial {
             p = p.with_serial(s).unwrap();

@@ -235,7 +235,8 @@ mod tests {
         a: QemuArgsArgs,
     }
 
-    fn args(cli: &[&str]) -> QemuArgsArgs {
+    /// `vssd qemu-args CLI...` parsed (the libvirt tests use it too).
+    pub(super) fn args(cli: &[&str]) -> QemuArgsArgs {
         let mut v = vec!["t"];
         v.extend(cli);
         T::try_parse_from(v).unwrap().a
