@@ -253,8 +253,8 @@ mod tests {
     use crate::simrun;
     use crate::summary::summary;
 
-    #[test]
-    fn sim_only_trim_recovery_meets_its_expectations() {
+    /// `trim-recovery` at 256 MiB and its simulator run.
+    fn trim_recovery_in_the_simulator() -> (Scenario, BenchResults) {
         let sc = Scenario::load(
             "trim-recovery",
             &Overrides {
@@ -263,7 +263,13 @@ mod tests {
             },
         )
         .unwrap();
-        let mut r = simrun::run(&sc, 1, None, &mut |_, _| {}).unwrap();
+        let r = simrun::run(&sc, 1, None, &mut |_, _| {}).unwrap();
+        (sc, r)
+    }
+
+    #[test]
+    fn sim_only_trim_recovery_meets_its_expectations() {
+        let (sc, mut r) = trim_recovery_in_the_simulator();
         r.expects = evaluate(&sc, &r);
         for e in &r.expects {
             assert!(e.passed, "{} [{}]", e.text, e.detail);
@@ -279,15 +285,7 @@ mod tests {
 
     #[test]
     fn an_expectation_on_a_guest_bound_phase_is_inconclusive_everywhere() {
-        let sc = Scenario::load(
-            "trim-recovery",
-            &Overrides {
-                capacity: Some(256 << 20),
-                ..Overrides::default()
-            },
-        )
-        .unwrap();
-        let mut r = simrun::run(&sc, 1, None, &mut |_, _| {}).unwrap();
+        let (sc, mut r) = trim_recovery_in_the_simulator();
         // As a guest run's comparison would mark it: "used" guest-bound.
         let sim = r.clone();
         r.comparison = compare_runs(&r, &sim, sc.tolerance);
@@ -392,15 +390,7 @@ mod tests {
     /// the drive agrees with the guest, the guest's verdict stands.
     #[test]
     fn the_drives_own_figures_overrule_a_host_that_slowed_the_guest() {
-        let sc = Scenario::load(
-            "trim-recovery",
-            &Overrides {
-                capacity: Some(256 << 20),
-                ..Overrides::default()
-            },
-        )
-        .unwrap();
-        let mut r = simrun::run(&sc, 1, None, &mut |_, _| {}).unwrap();
+        let (sc, mut r) = trim_recovery_in_the_simulator();
         r.mode = Mode::Guest;
         let set = |r: &mut BenchResults, p: &str, m: &str, v: f64| {
             r.phases
